@@ -1,0 +1,188 @@
+//! The typed API client: one method per endpoint, every non-2xx decoded into the shared
+//! [`ApiError`].
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, RequestBuilder};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::shared::envelope::{ApiError, DataEnvelope};
+use crate::shared::models::health::{HealthResponse, RootInfo};
+use crate::shared::models::identity::{
+    ApiKey, CreateKeyRequest, RevokeKeysResponse, WhoamiResponse,
+};
+use crate::shared::paths::API_KEY_HEADER;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error envelope.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The server could not be reached.
+    #[error("cannot reach the sbx server at {server}: {reason}")]
+    Connect {
+        /// The server URL.
+        server: String,
+        /// What the transport said.
+        reason: String,
+    },
+    /// The server answered 2xx with a body that is not the expected payload.
+    #[error("unexpected response from {server}: {reason}")]
+    Decode {
+        /// The server URL.
+        server: String,
+        /// What did not match.
+        reason: String,
+    },
+}
+
+/// Result of a client call.
+pub type ClientResult<T> = Result<T, ClientError>;
+
+/// A client of one server with one (optional) API key.
+#[derive(Debug, Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    server: String,
+    api_key: Option<String>,
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    text
+}
+
+impl ApiClient {
+    /// A client of `server` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(server: &str, api_key: Option<String>) -> ClientResult<ApiClient> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("sbx/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ClientError::Connect {
+                server: server.to_string(),
+                reason: describe(&e),
+            })?;
+        Ok(ApiClient {
+            http,
+            server: server.trim_end_matches('/').to_string(),
+            api_key,
+        })
+    }
+
+    /// The server URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let builder = self.http.request(method, format!("{}{path}", self.server));
+        match &self.api_key {
+            Some(key) => builder.header(API_KEY_HEADER, key),
+            None => builder,
+        }
+    }
+
+    async fn send_raw(&self, builder: RequestBuilder) -> ClientResult<(u16, Vec<u8>)> {
+        let started = Instant::now();
+        let request = builder.build().map_err(|e| ClientError::Connect {
+            server: self.server.clone(),
+            reason: describe(&e),
+        })?;
+        let (method, url) = (request.method().clone(), request.url().path().to_string());
+        let response = self
+            .http
+            .execute(request)
+            .await
+            .map_err(|e| ClientError::Connect {
+                server: self.server.clone(),
+                reason: describe(&e),
+            })?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| ClientError::Connect {
+            server: self.server.clone(),
+            reason: describe(&e),
+        })?;
+        tracing::debug!(%method, path = %url, status, elapsed_ms = started.elapsed().as_millis() as u64, "request");
+        Ok((status, body.to_vec()))
+    }
+
+    /// Sends a request and decodes a bare (non-envelope) JSON body.
+    async fn send_bare<T: DeserializeOwned>(&self, builder: RequestBuilder) -> ClientResult<T> {
+        let (status, body) = self.send_raw(builder).await?;
+        if !(200..300).contains(&status) {
+            return Err(ApiError::from_body(status, &body).into());
+        }
+        serde_json::from_slice(&body).map_err(|e| ClientError::Decode {
+            server: self.server.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends a request and unwraps the `data` of the envelope.
+    async fn send<T: DeserializeOwned>(&self, builder: RequestBuilder) -> ClientResult<T> {
+        self.send_bare::<DataEnvelope<T>>(builder)
+            .await
+            .map(|envelope| envelope.data)
+    }
+
+    async fn send_json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> ClientResult<T> {
+        self.send(self.request(method, path).json(body)).await
+    }
+
+    /// `GET /`.
+    pub async fn root(&self) -> ClientResult<RootInfo> {
+        self.send_bare(self.request(Method::GET, "/")).await
+    }
+
+    /// `GET /health`.
+    pub async fn health(&self) -> ClientResult<HealthResponse> {
+        self.send_bare(self.request(Method::GET, "/health")).await
+    }
+
+    /// `GET /api/v1/auth/whoami`.
+    pub async fn whoami(&self) -> ClientResult<WhoamiResponse> {
+        self.send(self.request(Method::GET, "/api/v1/auth/whoami"))
+            .await
+    }
+
+    /// `POST /api/v1/keys`.
+    pub async fn create_key(&self, request: &CreateKeyRequest) -> ClientResult<ApiKey> {
+        self.send_json(Method::POST, "/api/v1/keys", request).await
+    }
+
+    /// `GET /api/v1/keys`.
+    pub async fn list_keys(&self) -> ClientResult<Vec<ApiKey>> {
+        self.send(self.request(Method::GET, "/api/v1/keys")).await
+    }
+
+    /// `DELETE /api/v1/keys/{name}`.
+    pub async fn revoke_keys(&self, name: &str) -> ClientResult<RevokeKeysResponse> {
+        let path = format!("/api/v1/keys/{}", encode_segment(name));
+        self.send(self.request(Method::DELETE, &path)).await
+    }
+}
+
+/// Percent-encodes one path segment.
+pub fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

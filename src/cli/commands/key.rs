@@ -1,0 +1,171 @@
+//! `sbx key create|list|revoke`: API keys (admin).
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::cli::commands::Context;
+use crate::cli::output::{Detail, Row};
+use crate::shared::duration::format_age;
+use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
+use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+
+/// Mint, list and revoke API keys (admin).
+#[derive(Debug, Clone, Subcommand)]
+pub enum KeyCommand {
+    /// Mint a key; its token is printed once, keep it safe
+    Create(CreateArgs),
+    /// List every key (no secrets)
+    #[command(visible_alias = "ls")]
+    List(ListArgs),
+    /// Revoke every key with this name
+    #[command(visible_alias = "rm")]
+    Revoke(RevokeArgs),
+}
+
+/// Mint a key.
+///
+/// Examples:
+///   sbx key create ci --role operator --expires-days 30
+///   sbx key create alice --role user --tenant acme --namespace acme-dev
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    /// Human label; several keys may share it (revocation is by name)
+    pub name: String,
+
+    /// read-only and user are scoped to a tenant; operator and admin are cluster-wide
+    #[arg(long, value_parser = ["read-only", "user", "operator", "admin"])]
+    pub role: String,
+
+    /// Tenant of a read-only or user key (required in production mode)
+    #[arg(long)]
+    pub tenant: Option<String>,
+
+    /// Days until the key expires
+    #[arg(long, default_value_t = 90, value_name = "DAYS")]
+    pub expires_days: i64,
+
+    /// Narrow the key to a namespace of its tenant (repeatable)
+    #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+
+    /// Node where the key may place sandboxes (repeatable)
+    #[arg(long = "node", value_name = "NODE")]
+    pub nodes: Vec<String>,
+}
+
+/// List every key.
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {}
+
+/// Revoke every key with a name.
+#[derive(Debug, Clone, Args)]
+pub struct RevokeArgs {
+    /// The key name (label)
+    pub name: String,
+}
+
+fn ago(unix: i64, now: i64) -> String {
+    format!("{} ago", format_age((now - unix).max(0) as u64))
+}
+
+fn expiry(unix: i64, now: i64) -> String {
+    if unix <= now {
+        format!("expired {}", format_rfc3339_utc(unix))
+    } else {
+        format_rfc3339_utc(unix)
+    }
+}
+
+impl Row for ApiKey {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut headers = vec!["ID", "NAME", "ROLE", "TENANT", "EXPIRES", "LAST USED"];
+        if wide {
+            headers.extend(["NAMESPACES", "NODES", "CREATED"]);
+        }
+        headers
+    }
+
+    fn cells(&self, wide: bool) -> Vec<String> {
+        let now = now_unix();
+        let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+        let mut cells = vec![
+            self.id.clone(),
+            self.name.clone(),
+            self.role.to_string(),
+            dash(self.tenant.clone().unwrap_or_default()),
+            expiry(self.expires, now),
+            self.last_used
+                .map(|t| ago(t, now))
+                .unwrap_or_else(|| "never".to_string()),
+        ];
+        if wide {
+            cells.extend([
+                dash(self.namespaces.join(",")),
+                dash(self.nodes.join(",")),
+                format_rfc3339_utc(self.created),
+            ]);
+        }
+        cells
+    }
+}
+
+impl Detail for ApiKey {
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let now = now_unix();
+        let mut fields = vec![
+            ("ID", self.id.clone()),
+            ("Name", self.name.clone()),
+            ("Role", self.role.to_string()),
+        ];
+        if let Some(tenant) = &self.tenant {
+            fields.push(("Tenant", tenant.clone()));
+        }
+        if !self.namespaces.is_empty() {
+            fields.push(("Namespaces", self.namespaces.join(", ")));
+        }
+        if !self.nodes.is_empty() {
+            fields.push(("Nodes", self.nodes.join(", ")));
+        }
+        fields.push(("Created", format_rfc3339_utc(self.created)));
+        fields.push(("Expires", expiry(self.expires, now)));
+        if let Some(token) = &self.token {
+            fields.push(("Token", token.clone()));
+        }
+        fields
+    }
+}
+
+/// Runs a key subcommand.
+pub async fn run(ctx: &Context, command: &KeyCommand) -> Result<ExitCode> {
+    match command {
+        KeyCommand::Create(args) => {
+            let role: Role = args.role.parse().map_err(anyhow::Error::msg)?;
+            let request = CreateKeyRequest {
+                name: Some(args.name.clone()),
+                role: Some(role.to_string()),
+                tenant: args.tenant.clone(),
+                expires_days: Some(args.expires_days),
+                namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
+                nodes: (!args.nodes.is_empty()).then(|| args.nodes.clone()),
+            };
+            let key = ctx.client.create_key(&request).await?;
+            ctx.printer.detail(&key)?;
+            ctx.printer
+                .status("The token is shown only once: store it now (e.g. `sbx login`).");
+        }
+        KeyCommand::List(_) => {
+            let keys = ctx.client.list_keys().await?;
+            ctx.printer.list(&keys)?;
+        }
+        KeyCommand::Revoke(args) => {
+            let revoked = ctx.client.revoke_keys(&args.name).await?;
+            if ctx.printer.is_table() {
+                println!("revoked {}", revoked.revoked.join(", "));
+            } else {
+                ctx.printer.structured(&revoked)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

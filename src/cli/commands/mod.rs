@@ -1,0 +1,70 @@
+//! The command registry: one file per command, each an `Args` struct and a `run` function.
+pub mod completions;
+pub mod key;
+pub mod login;
+pub mod serve;
+pub mod whoami;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::cli::Cli;
+use crate::cli::client::ApiClient;
+use crate::cli::output::Printer;
+use crate::cli::settings::Settings;
+
+/// Every `sbx` command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the API daemon (the embedded default on this host, or the Kubernetes platform)
+    Serve(serve::ServeArgs),
+    /// Save a server URL and API key as a profile, after checking them with whoami
+    Login(login::LoginArgs),
+    /// Show who the API key is and what it may do
+    Whoami(whoami::WhoamiArgs),
+    /// Mint, list and revoke API keys (admin)
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    /// Print a shell completion script
+    Completions(completions::CompletionsArgs),
+}
+
+/// What a client command needs: the resolved settings, a client and a printer.
+pub struct Context {
+    /// Resolved settings.
+    pub settings: Settings,
+    /// Client of the configured server.
+    pub client: ApiClient,
+    /// Output.
+    pub printer: Printer,
+}
+
+impl Context {
+    /// Resolves settings and builds the client.
+    pub fn new(cli: &Cli) -> Result<Context> {
+        let settings = Settings::resolve(&cli.global)?;
+        let client = ApiClient::new(&settings.server, settings.api_key.clone())?;
+        let printer = Printer {
+            format: settings.output,
+            quiet: settings.quiet,
+        };
+        Ok(Context {
+            settings,
+            client,
+            printer,
+        })
+    }
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match &cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Completions(args) => completions::run(args),
+        Command::Login(args) => login::run(&cli, args).await,
+        Command::Whoami(args) => whoami::run(&Context::new(&cli)?, args).await,
+        Command::Key(command) => key::run(&Context::new(&cli)?, command).await,
+    }
+}

@@ -1,0 +1,249 @@
+//! `sbx serve` configuration: flags and `SBX_*` env (resolved by clap) over an optional TOML
+//! file over defaults, in one place.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+use crate::shared::paths;
+
+/// Development allows unscoped tenant-role keys; production requires a tenant for tenant
+/// roles and CPU and memory on every sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The local default.
+    #[default]
+    Development,
+    /// The Kubernetes manifests' default.
+    Production,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "development" | "dev" => Ok(Mode::Development),
+            "production" | "prod" => Ok(Mode::Production),
+            _ => Err(format!(
+                "unknown mode '{s}': expected development or production"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Development => "development",
+            Mode::Production => "production",
+        })
+    }
+}
+
+/// Where sandboxes and state live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlatformKind {
+    /// SQLite + the sbxd runtime on this host (the embedded default).
+    #[default]
+    Local,
+    /// Objects in a Kubernetes cluster.
+    Kubernetes,
+}
+
+impl FromStr for PlatformKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "local" => Ok(PlatformKind::Local),
+            "kubernetes" | "k8s" => Ok(PlatformKind::Kubernetes),
+            _ => Err(format!(
+                "unknown platform '{s}': expected local or kubernetes"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for PlatformKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PlatformKind::Local => "local",
+            PlatformKind::Kubernetes => "kubernetes",
+        })
+    }
+}
+
+/// Values given on the command line or in `SBX_*` variables; `None` means "not given".
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen` / `SBX_LISTEN`.
+    pub listen: Option<String>,
+    /// `--data-dir` / `SBX_DATA_DIR`.
+    pub data_dir: Option<PathBuf>,
+    /// `--mode` / `SBX_MODE`.
+    pub mode: Option<Mode>,
+    /// `--platform` / `SBX_PLATFORM`.
+    pub platform: Option<PlatformKind>,
+    /// `--config` / `SBX_CONFIG`: the TOML file to read.
+    pub config_file: Option<PathBuf>,
+}
+
+/// The configuration file's shape. Keys are camelCase, as the spec names them
+/// (`metering.metricsUrl`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileConfig {
+    /// Listen address, e.g. `127.0.0.1:8080`.
+    pub listen: Option<String>,
+    /// Data directory.
+    pub data_dir: Option<PathBuf>,
+    /// `development` or `production`.
+    pub mode: Option<Mode>,
+    /// `local` or `kubernetes`.
+    pub platform: Option<PlatformKind>,
+}
+
+/// The resolved configuration of one `sbx serve` process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Socket address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Where the database, the admin token and sandbox files live.
+    pub data_dir: PathBuf,
+    /// Development or production.
+    pub mode: Mode,
+    /// Local or Kubernetes.
+    pub platform: PlatformKind,
+}
+
+/// A configuration that cannot be used, with the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// The listen address does not parse.
+    #[error("invalid listen address '{0}': expected HOST:PORT such as 127.0.0.1:8080")]
+    Listen(String),
+}
+
+impl Config {
+    /// Resolves flags/env over the config file over defaults.
+    pub fn resolve(overrides: Overrides) -> Result<Config, ConfigError> {
+        let file = match &overrides.config_file {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let listen = overrides
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| paths::DEFAULT_LISTEN.to_string());
+        let listen = listen
+            .parse::<SocketAddr>()
+            .map_err(|_| ConfigError::Listen(listen.clone()))?;
+        Ok(Config {
+            listen,
+            data_dir: overrides
+                .data_dir
+                .or(file.data_dir)
+                .unwrap_or_else(paths::default_data_dir),
+            mode: overrides.mode.or(file.mode).unwrap_or_default(),
+            platform: overrides.platform.or(file.platform).unwrap_or_default(),
+        })
+    }
+
+    /// A configuration for tests and embedding: loopback on a free port, the given data dir.
+    pub fn for_data_dir(data_dir: &Path) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: data_dir.to_path_buf(),
+            mode: Mode::Development,
+            platform: PlatformKind::Local,
+        }
+    }
+}
+
+fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.message().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_file_and_file_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sbx.toml");
+        std::fs::write(
+            &file,
+            "listen = \"0.0.0.0:9000\"\nmode = \"production\"\ndataDir = \"/srv/sbx\"\n",
+        )
+        .unwrap();
+        let cfg = Config::resolve(Overrides {
+            listen: Some("127.0.0.1:7000".into()),
+            config_file: Some(file.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.listen.to_string(), "127.0.0.1:7000");
+        assert_eq!(cfg.mode, Mode::Production);
+        assert_eq!(cfg.data_dir, PathBuf::from("/srv/sbx"));
+        assert_eq!(cfg.platform, PlatformKind::Local);
+
+        let cfg = Config::resolve(Overrides::default()).unwrap();
+        assert_eq!(cfg.listen.to_string(), paths::DEFAULT_LISTEN);
+        assert_eq!(cfg.mode, Mode::Development);
+    }
+
+    #[test]
+    fn bad_files_and_addresses_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sbx.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").unwrap();
+        let err = Config::resolve(Overrides {
+            config_file: Some(file),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+
+        let err = Config::resolve(Overrides {
+            config_file: Some(dir.path().join("missing.toml")),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("cannot read"), "{err}");
+
+        let err = Config::resolve(Overrides {
+            listen: Some("localhost".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Listen(_)));
+        assert!("staging".parse::<Mode>().is_err());
+        assert_eq!("k8s".parse::<PlatformKind>(), Ok(PlatformKind::Kubernetes));
+    }
+}

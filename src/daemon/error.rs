@@ -1,0 +1,148 @@
+//! The daemon's one error type: a contract error code, a message safe to send, and for 5xx an
+//! internal detail that is logged, never sent.
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
+
+/// An error answered by a route.
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ServiceError {
+    /// Contract code (and through it, the HTTP status).
+    pub code: ErrorCode,
+    /// Message for the caller.
+    pub message: String,
+    /// Detail for the service log only (5xx).
+    pub internal: Option<String>,
+}
+
+/// Result of a service or route function.
+pub type ServiceResult<T> = Result<T, ServiceError>;
+
+impl ServiceError {
+    /// An error with a code and a caller-facing message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            internal: None,
+        }
+    }
+
+    /// 400 `BadRequest`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+
+    /// 401 `Unauthorized`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, message)
+    }
+
+    /// 403 `Forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// 404 `NotFound`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    /// 409 `Conflict`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    /// 422 `UnprocessableEntity`.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::UnprocessableEntity, message)
+    }
+
+    /// 501 `NotImplemented`: a contract route whose feature has not landed on this platform.
+    pub fn not_implemented(what: &str) -> Self {
+        Self::new(
+            ErrorCode::NotImplemented,
+            format!("{what} is not available in this version of sbx yet"),
+        )
+    }
+
+    /// 500 `InternalServerError`; `detail` goes to the log only.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self {
+            code: ErrorCode::InternalServerError,
+            message: "internal error; the details are in the service log".to_string(),
+            internal: Some(detail.to_string()),
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl IntoResponse for ServiceError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(
+                code = %self.code,
+                detail = self.internal.as_deref().unwrap_or(&self.message),
+                "request failed"
+            );
+        }
+        envelope_response(status, self.code, self.message)
+    }
+}
+
+/// Builds the error envelope response; also used to rewrite axum's own plain-text rejections.
+pub fn envelope_response(status: StatusCode, code: ErrorCode, message: String) -> Response {
+    let body = ErrorEnvelope {
+        error: ErrorBody {
+            code: code.as_str().to_string(),
+            message,
+        },
+    };
+    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut response = (status, bytes).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn internal_details_are_not_sent() {
+        let response = ServiceError::internal("disk /var/lib/sbx full").into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        assert!(!text.contains("disk"), "{text}");
+        assert!(text.contains("InternalServerError"));
+    }
+
+    #[test]
+    fn statuses_follow_codes() {
+        assert_eq!(
+            ServiceError::bad_request("x").status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(ServiceError::conflict("x").status(), StatusCode::CONFLICT);
+        assert_eq!(
+            ServiceError::new(ErrorCode::QuotaExceeded, "x").status(),
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            ServiceError::not_implemented("fork").status(),
+            StatusCode::NOT_IMPLEMENTED
+        );
+    }
+}

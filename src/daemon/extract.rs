@@ -1,0 +1,80 @@
+//! Extractors whose rejections speak the contract: bad JSON bodies are 422
+//! `UnprocessableEntity`, bad query strings 400 `BadRequest`, all in the envelope.
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::daemon::error::ServiceError;
+use crate::shared::envelope::{DataEnvelope, ErrorCode};
+
+/// A JSON body (request) or a JSON payload wrapped in `{"data": …}` (response).
+#[derive(Debug, Clone, Copy, Default, FromRequest)]
+#[from_request(via(axum::Json), rejection(ServiceError))]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(DataEnvelope::new(self.0)).into_response()
+    }
+}
+
+/// A query string.
+#[derive(Debug, Clone, Copy, Default, FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ServiceError))]
+pub struct Query<T>(pub T);
+
+/// A path parameter.
+#[derive(Debug, Clone, Copy, Default, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ServiceError))]
+pub struct Path<T>(pub T);
+
+impl From<JsonRejection> for ServiceError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection {
+            JsonRejection::JsonDataError(e) => ServiceError::unprocessable(e.body_text()),
+            JsonRejection::JsonSyntaxError(e) => ServiceError::unprocessable(e.body_text()),
+            JsonRejection::MissingJsonContentType(_) => ServiceError::new(
+                ErrorCode::UnsupportedMediaType,
+                "send the request body with Content-Type: application/json",
+            ),
+            JsonRejection::BytesRejection(e) => {
+                let code = ErrorCode::for_status(e.status().as_u16());
+                ServiceError::new(code, e.body_text())
+            }
+            other => ServiceError::unprocessable(other.body_text()),
+        }
+    }
+}
+
+impl From<QueryRejection> for ServiceError {
+    fn from(rejection: QueryRejection) -> Self {
+        ServiceError::bad_request(rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ServiceError {
+    fn from(rejection: PathRejection) -> Self {
+        ServiceError::bad_request(rejection.body_text())
+    }
+}
+
+/// `201 Created` with a `Location` header and the payload in the envelope.
+pub struct Created<T> {
+    /// Path of the created resource.
+    pub location: String,
+    /// The payload.
+    pub data: T,
+}
+
+impl<T: Serialize> IntoResponse for Created<T> {
+    fn into_response(self) -> Response {
+        let mut response = (axum::http::StatusCode::CREATED, Json(self.data)).into_response();
+        if let Ok(value) = axum::http::HeaderValue::from_str(&self.location) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::LOCATION, value);
+        }
+        response
+    }
+}

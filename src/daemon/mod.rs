@@ -1,0 +1,102 @@
+//! The API daemon (`sbx serve`): configuration, state, routes, services and platforms.
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod platform;
+pub mod routes;
+pub mod services;
+pub mod state;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::daemon::config::{Config, PlatformKind};
+use crate::daemon::platform::local::LocalPlatform;
+use crate::daemon::platform::{Platform, PlatformError};
+use crate::daemon::state::AppState;
+
+pub use routes::app;
+
+/// Why `sbx serve` could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The platform could not be opened.
+    #[error(transparent)]
+    Platform(#[from] PlatformError),
+    /// The chosen platform is not part of this build yet.
+    #[error("platform '{0}' is not available in this version of sbx; use --platform local")]
+    UnsupportedPlatform(PlatformKind),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Start-up work failed (e.g. minting the first admin key).
+    #[error("start-up failed: {0}")]
+    Startup(String),
+    /// The server loop failed.
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Opens the configured platform.
+pub fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeError> {
+    match config.platform {
+        PlatformKind::Local => Ok(Arc::new(LocalPlatform::open(&config.data_dir)?)),
+        other => Err(ServeError::UnsupportedPlatform(other)),
+    }
+}
+
+/// Prepares the state (platform, key mirror, first admin key) for a configuration.
+pub async fn prepare(config: Config) -> Result<AppState, ServeError> {
+    let platform = open_platform(&config)?;
+    let state = AppState::new(config, platform);
+    let startup = |e: error::ServiceError| ServeError::Startup(e.internal.unwrap_or(e.message));
+    state.keys.reload().await.map_err(startup)?;
+    state.keys.ensure_admin().await.map_err(startup)?;
+    Ok(state)
+}
+
+/// Runs the daemon until SIGTERM or SIGINT, then drains in-flight requests.
+pub async fn serve(config: Config) -> Result<(), ServeError> {
+    let addr = config.listen;
+    let state = prepare(config).await?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener.local_addr()?;
+    tracing::info!(
+        platform = state.platform.name(),
+        mode = %state.config.mode,
+        data_dir = %state.config.data_dir.display(),
+        "sbx serve listening on http://{local}"
+    );
+    let refresher = tokio::spawn(state.keys.clone().refresh_loop());
+    let result = axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
+    refresher.abort();
+    tracing::info!("sbx serve stopped");
+    Ok(result?)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}

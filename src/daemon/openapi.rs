@@ -1,0 +1,141 @@
+//! The OpenAPI document of the whole API, generated from the route annotations and the shared
+//! models, served at `/api/v1/openapi.json` and checked in as `docs/openapi.json`.
+use axum::Json;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, Response as OaResponse, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
+
+use crate::daemon::routes;
+use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
+
+/// The document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "sbx sandbox management API",
+        description = "Isolated, disposable, forkable sandboxes with tenants, quotas and keys. \
+            Every response except `GET /` and `GET /health` is `{\"data\": …}` or \
+            `{\"error\": {\"code\", \"message\"}}`."
+    ),
+    paths(
+        routes::health::root,
+        routes::health::health,
+        routes::keys::create_key,
+        routes::keys::list_keys,
+        routes::keys::revoke_keys,
+        routes::identity::whoami,
+        routes::identity::oidc_discovery,
+        routes::identity::get_role_bindings,
+        routes::identity::put_role_bindings,
+    ),
+    components(schemas(ErrorEnvelope, ErrorBody, ErrorCode)),
+    modifiers(&Security, &CommonErrors),
+    security(("api_key" = []), ("bearer" = [])),
+    tags(
+        (name = "health", description = "Unauthenticated liveness and version"),
+        (name = "sandboxes", description = "Sandbox lifecycle, exec, logs, metrics, fork and snapshots of a sandbox"),
+        (name = "snapshots", description = "Volume snapshots: list, inspect, delete, restore, GC"),
+        (name = "tenants", description = "Tenants with namespaces, nodes, default size, quotas and limits"),
+        (name = "identity", description = "Whoami, OIDC discovery, API keys and role bindings"),
+        (name = "nodes", description = "Node storage pools and node dedication"),
+        (name = "usage", description = "Usage showback from the metrics server"),
+        (name = "install", description = "Remote node install (off by default)"),
+    )
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "An API key `<key_id>_<secret>`",
+            ))),
+        );
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("An API key or an OIDC JWT"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Adds the errors every route can answer, so annotations list only their own.
+struct CommonErrors;
+
+fn error_response(description: &str) -> RefOr<OaResponse> {
+    let content = utoipa::openapi::ContentBuilder::new()
+        .schema(Some(utoipa::openapi::Ref::from_schema_name(
+            "ErrorEnvelope",
+        )))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", content)
+        .build()
+        .into()
+}
+
+impl Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let public = !path.starts_with("/api/v1/")
+                || path == "/api/v1/auth/oidc"
+                || path == "/api/v1/openapi.json";
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let responses = &mut op.responses.responses;
+                let mut add = |status: &str, description: &str| {
+                    responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| error_response(description));
+                };
+                if !public {
+                    add("401", "Missing, invalid or expired credentials");
+                    add("403", "The caller's role does not allow this");
+                }
+                if op.request_body.is_some() {
+                    add("413", "The body exceeds 1 MiB");
+                    add("415", "The body was not sent as application/json");
+                    add(
+                        "422",
+                        "The body is not valid JSON or a field has the wrong type",
+                    );
+                }
+                if path.starts_with("/api/v1/") {
+                    add("500", "Unhandled error; details are in the service log");
+                }
+            }
+        }
+    }
+}
+
+/// `GET /api/v1/openapi.json`, unauthenticated.
+pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// The document as checked in: pretty JSON with a trailing newline.
+pub fn document_text() -> String {
+    let mut text = ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}

@@ -1,0 +1,245 @@
+//! The local platform (embedded default): state in SQLite under the data dir.
+mod db;
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+
+use crate::daemon::platform::{Platform, PlatformError, PlatformResult, StoredKey};
+use crate::shared::models::identity::{ApiKey, Role};
+use crate::shared::paths::ADMIN_TOKEN_FILE;
+
+pub use db::{Db, SCHEMA_VERSION};
+
+/// State and sandboxes on this host.
+pub struct LocalPlatform {
+    data_dir: PathBuf,
+    db: Db,
+}
+
+impl LocalPlatform {
+    /// Opens (creating if needed, mode 0700) the data dir and its database.
+    pub fn open(data_dir: &Path) -> PlatformResult<LocalPlatform> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)
+            .map_err(|source| PlatformError::Io {
+                context: format!("cannot create data dir {}", data_dir.display()),
+                source,
+            })?;
+        let db = Db::open(&data_dir.join("sbx.db"))?;
+        Ok(LocalPlatform {
+            data_dir: data_dir.to_path_buf(),
+            db,
+        })
+    }
+}
+
+fn json_list(list: &[String]) -> String {
+    serde_json::to_string(list).unwrap_or_else(|_| "[]".to_string())
+}
+
+fn key_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredKey> {
+    let role: String = row.get("role")?;
+    let role = role.parse::<Role>().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+    })?;
+    let namespaces: String = row.get("namespaces")?;
+    let nodes: String = row.get("nodes")?;
+    let hash: Vec<u8> = row.get("secret_sha256")?;
+    let secret_sha256: [u8; 32] = hash.try_into().map_err(|_| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Blob,
+            "secret hash is not 32 bytes".into(),
+        )
+    })?;
+    Ok(StoredKey {
+        key: ApiKey {
+            id: row.get("id")?,
+            name: row.get("name")?,
+            role,
+            tenant: row.get("tenant")?,
+            namespaces: serde_json::from_str(&namespaces).unwrap_or_default(),
+            nodes: serde_json::from_str(&nodes).unwrap_or_default(),
+            created: row.get("created")?,
+            expires: row.get("expires")?,
+            last_used: row.get("last_used")?,
+            token: None,
+        },
+        secret_sha256,
+    })
+}
+
+#[async_trait]
+impl Platform for LocalPlatform {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>> {
+        self.db
+            .call(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, name, role, tenant, namespaces, nodes, secret_sha256, created, \
+                     expires, last_used FROM api_keys ORDER BY created, id",
+                )?;
+                let rows = stmt.query_map([], key_from_row)?;
+                rows.collect()
+            })
+            .await
+    }
+
+    async fn insert_key(&self, key: &StoredKey) -> PlatformResult<()> {
+        let key = key.clone();
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO api_keys (id, name, role, tenant, namespaces, nodes, \
+                     secret_sha256, created, expires, last_used) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        key.key.id,
+                        key.key.name,
+                        key.key.role.as_str(),
+                        key.key.tenant,
+                        json_list(&key.key.namespaces),
+                        json_list(&key.key.nodes),
+                        key.secret_sha256.to_vec(),
+                        key.key.created,
+                        key.key.expires,
+                        key.key.last_used,
+                    ],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn delete_keys_named(&self, name: &str) -> PlatformResult<Vec<String>> {
+        let name = name.to_string();
+        self.db
+            .call(move |conn| {
+                let tx = conn.transaction()?;
+                let ids = {
+                    let mut stmt =
+                        tx.prepare_cached("SELECT id FROM api_keys WHERE name = ?1 ORDER BY id")?;
+                    let ids = stmt
+                        .query_map([&name], |row| row.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()?;
+                    ids
+                };
+                tx.execute("DELETE FROM api_keys WHERE name = ?1", [&name])?;
+                tx.commit()?;
+                Ok(ids)
+            })
+            .await
+    }
+
+    async fn touch_key(&self, id: &str, at: i64) -> PlatformResult<()> {
+        let id = id.to_string();
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE api_keys SET last_used = ?2 WHERE id = ?1 \
+                     AND (last_used IS NULL OR last_used < ?2)",
+                    params![id, at],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn tenant_exists(&self, name: &str) -> PlatformResult<bool> {
+        let name = name.to_string();
+        self.db
+            .call(move |conn| {
+                conn.query_row("SELECT 1 FROM tenants WHERE name = ?1", [&name], |_| Ok(()))
+                    .optional()
+                    .map(|found| found.is_some())
+            })
+            .await
+    }
+
+    async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {
+        let path = self.data_dir.join(ADMIN_TOKEN_FILE);
+        let tmp = self.data_dir.join(format!(".{ADMIN_TOKEN_FILE}.tmp"));
+        let io = |context: &str, source| PlatformError::Io {
+            context: format!("{context} {}", tmp.display()),
+            source,
+        };
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io("cannot create", e))?;
+        file.write_all(format!("{token}\n").as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io("cannot write", e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io("cannot rename", e))?;
+        Ok(path.display().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(id: &str, name: &str) -> StoredKey {
+        StoredKey {
+            key: ApiKey {
+                id: id.into(),
+                name: name.into(),
+                role: Role::User,
+                tenant: None,
+                namespaces: vec!["a".into()],
+                nodes: vec![],
+                created: 10,
+                expires: 20,
+                last_used: None,
+                token: None,
+            },
+            secret_sha256: [7; 32],
+        }
+    }
+
+    #[tokio::test]
+    async fn keys_round_trip_through_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let platform = LocalPlatform::open(dir.path()).unwrap();
+        platform.insert_key(&stored("k1", "ci")).await.unwrap();
+        platform.insert_key(&stored("k2", "ci")).await.unwrap();
+        platform.insert_key(&stored("k3", "dev")).await.unwrap();
+        platform.touch_key("k1", 15).await.unwrap();
+        platform.touch_key("k1", 12).await.unwrap();
+        let keys = platform.list_keys().await.unwrap();
+        assert_eq!(keys.len(), 3);
+        assert_eq!(keys[0].key.last_used, Some(15));
+        assert_eq!(keys[0].key.namespaces, vec!["a".to_string()]);
+        assert_eq!(keys[0].secret_sha256, [7; 32]);
+        assert_eq!(
+            platform.delete_keys_named("ci").await.unwrap(),
+            vec!["k1", "k2"]
+        );
+        assert!(platform.delete_keys_named("ci").await.unwrap().is_empty());
+        assert_eq!(platform.list_keys().await.unwrap().len(), 1);
+        assert!(!platform.tenant_exists("acme").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn bootstrap_token_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let platform = LocalPlatform::open(dir.path()).unwrap();
+        let at = platform.store_bootstrap_token("abc_def").await.unwrap();
+        let meta = std::fs::metadata(&at).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&at).unwrap(), "abc_def\n");
+    }
+}

@@ -1,0 +1,96 @@
+//! The HTTP surface: one router per resource, assembled by [`app`] apart from the listener so
+//! tests can drive it without a socket.
+pub mod health;
+pub mod identity;
+pub mod keys;
+
+use axum::Router;
+use axum::body::to_bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::middleware;
+use axum::response::Response;
+use axum::routing::get;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+use crate::daemon::auth;
+use crate::daemon::error::{ServiceError, envelope_response};
+use crate::daemon::openapi;
+use crate::daemon::state::AppState;
+use crate::shared::envelope::ErrorCode;
+use crate::shared::paths::OPENAPI_PATH;
+
+/// Largest accepted request body.
+pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
+
+/// The whole application.
+pub fn app(state: AppState) -> Router {
+    let protected = Router::new()
+        .merge(keys::router())
+        .merge(identity::router())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    let public = Router::new()
+        .route("/", get(health::root))
+        .route("/health", get(health::health))
+        .route(OPENAPI_PATH, get(openapi::serve))
+        .merge(identity::public_router());
+    Router::new()
+        .merge(public)
+        .merge(protected)
+        .fallback(unknown_route)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(middleware::map_response(envelope_errors))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .with_state(state)
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ServiceError {
+    ServiceError::not_found(format!("no route for {method} {}", uri.path()))
+}
+
+/// Rewrites error responses that axum produced itself (405, plain-text rejections) into the
+/// envelope, so every API error has the same shape.
+async fn envelope_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let text = to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = match (status, text.is_empty()) {
+        (StatusCode::METHOD_NOT_ALLOWED, _) => match &allow {
+            Some(allow) => format!(
+                "method not allowed on this route; allowed: {}",
+                allow.to_str().unwrap_or("")
+            ),
+            None => "method not allowed on this route".to_string(),
+        },
+        (_, false) => text,
+        (_, true) => status
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_string(),
+    };
+    let code = ErrorCode::for_status(status.as_u16());
+    let mut rewritten = envelope_response(status, code, message);
+    if let Some(allow) = allow {
+        rewritten.headers_mut().insert(header::ALLOW, allow);
+    }
+    rewritten
+}

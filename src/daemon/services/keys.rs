@@ -1,0 +1,453 @@
+//! API keys: minting, listing, revocation, authentication and the first admin key.
+//!
+//! Only the SHA-256 of a key's secret is stored. Authentication reads an in-memory mirror of
+//! the store, refreshed every few seconds so that another replica's changes are seen within
+//! the contract's 5 s, and written through on every local change.
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::RwLock;
+
+use crate::daemon::auth::Principal;
+use crate::daemon::config::Mode;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::platform::{Platform, PlatformError, StoredKey};
+use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
+use crate::shared::names;
+use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+
+/// How often the mirror is reloaded from the store.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(3);
+/// Longest key lifetime accepted, in days (100 years).
+pub const MAX_EXPIRES_DAYS: i64 = 36_500;
+/// Lifetime of the first admin key, in days.
+pub const BOOTSTRAP_EXPIRES_DAYS: i64 = 365;
+/// Name of the first admin key.
+pub const BOOTSTRAP_KEY_NAME: &str = "bootstrap-admin";
+
+const ID_BYTES: usize = 8;
+const SECRET_BYTES: usize = 32;
+const SECONDS_PER_DAY: i64 = 86_400;
+
+impl From<PlatformError> for ServiceError {
+    fn from(e: PlatformError) -> Self {
+        ServiceError::internal(e)
+    }
+}
+
+/// Owns every API-key operation.
+pub struct KeyService {
+    platform: Arc<dyn Platform>,
+    mode: Mode,
+    mirror: RwLock<HashMap<String, StoredKey>>,
+}
+
+fn random_hex(bytes: usize) -> ServiceResult<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).map_err(|e| ServiceError::internal(format!("getrandom: {e}")))?;
+    Ok(hex::encode(buf))
+}
+
+fn sha256(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+fn required<'a, T>(value: &'a Option<T>, field: &str) -> ServiceResult<&'a T> {
+    value
+        .as_ref()
+        .ok_or_else(|| ServiceError::bad_request(format!("missing required field '{field}'")))
+}
+
+impl KeyService {
+    /// A service over a platform's key store; call [`KeyService::reload`] before serving.
+    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> KeyService {
+        KeyService {
+            platform,
+            mode,
+            mirror: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Replaces the mirror with the store's keys, keeping newer local `last_used` values.
+    pub async fn reload(&self) -> ServiceResult<()> {
+        let stored = self.platform.list_keys().await?;
+        let mut mirror = self.mirror.write().await;
+        let fresh = stored
+            .into_iter()
+            .map(|mut k| {
+                let local = mirror.get(&k.key.id).and_then(|m| m.key.last_used);
+                k.key.last_used = k.key.last_used.max(local);
+                (k.key.id.clone(), k)
+            })
+            .collect();
+        *mirror = fresh;
+        Ok(())
+    }
+
+    /// Reloads the mirror forever, every [`REFRESH_INTERVAL`]; failures are logged.
+    pub async fn refresh_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(REFRESH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.reload().await {
+                tracing::warn!(error = %e.internal.as_deref().unwrap_or(&e.message), "key reload failed");
+            }
+        }
+    }
+
+    /// Mints a key after checking the request against the contract's rules.
+    pub async fn create(&self, request: &CreateKeyRequest) -> ServiceResult<ApiKey> {
+        let name = required(&request.name, "name")?.trim().to_string();
+        names::validate_key_name(&name).map_err(ServiceError::bad_request)?;
+        let role: Role = required(&request.role, "role")?
+            .parse()
+            .map_err(ServiceError::bad_request)?;
+        let days = *required(&request.expires_days, "expires_days")?;
+        if !(1..=MAX_EXPIRES_DAYS).contains(&days) {
+            return Err(ServiceError::bad_request(format!(
+                "expires_days must be a positive number of days up to {MAX_EXPIRES_DAYS}, not {days}"
+            )));
+        }
+        let tenant = request.tenant.as_deref().map(str::trim);
+        match (role.is_tenant_scoped(), tenant) {
+            (false, Some(_)) => {
+                return Err(ServiceError::bad_request(format!(
+                    "role {role} is cluster-wide: a key with role {role} cannot have a tenant"
+                )));
+            }
+            (true, None) if self.mode == Mode::Production => {
+                return Err(ServiceError::bad_request(format!(
+                    "role {role} is scoped to a tenant: give 'tenant' (required in production mode)"
+                )));
+            }
+            (true, Some(tenant)) if !self.platform.tenant_exists(tenant).await? => {
+                return Err(ServiceError::bad_request(format!(
+                    "unknown tenant '{tenant}'"
+                )));
+            }
+            _ => {}
+        }
+        let namespaces = request.namespaces.clone().unwrap_or_default();
+        if !namespaces.is_empty() && !role.is_tenant_scoped() {
+            return Err(ServiceError::bad_request(format!(
+                "namespaces narrow a key inside its tenant; role {role} is cluster-wide"
+            )));
+        }
+        for ns in &namespaces {
+            names::validate_dns_label("namespace", ns).map_err(ServiceError::bad_request)?;
+        }
+        let nodes = request.nodes.clone().unwrap_or_default();
+        for node in &nodes {
+            names::validate_dns_subdomain("node", node).map_err(ServiceError::bad_request)?;
+        }
+        self.mint(
+            name,
+            role,
+            tenant.map(str::to_string),
+            namespaces,
+            nodes,
+            days,
+        )
+        .await
+    }
+
+    async fn mint(
+        &self,
+        name: String,
+        role: Role,
+        tenant: Option<String>,
+        namespaces: Vec<String>,
+        nodes: Vec<String>,
+        days: i64,
+    ) -> ServiceResult<ApiKey> {
+        let id = random_hex(ID_BYTES)?;
+        let secret = random_hex(SECRET_BYTES)?;
+        let created = now_unix();
+        let stored = StoredKey {
+            key: ApiKey {
+                id: id.clone(),
+                name,
+                role,
+                tenant,
+                namespaces,
+                nodes,
+                created,
+                expires: created + days * SECONDS_PER_DAY,
+                last_used: None,
+                token: None,
+            },
+            secret_sha256: sha256(&secret),
+        };
+        self.platform.insert_key(&stored).await?;
+        let mut key = stored.key.clone();
+        self.mirror.write().await.insert(id.clone(), stored);
+        key.token = Some(format!("{id}_{secret}"));
+        tracing::info!(key_id = %key.id, name = %key.name, role = %key.role, "minted API key");
+        Ok(key)
+    }
+
+    /// Every key record (no hashes, no tokens), oldest first.
+    pub async fn list(&self) -> Vec<ApiKey> {
+        let mirror = self.mirror.read().await;
+        let mut keys: Vec<ApiKey> = mirror.values().map(|k| k.key.clone()).collect();
+        keys.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+        keys
+    }
+
+    /// Revokes every key with this name; 404 when there is none.
+    pub async fn revoke(&self, name: &str) -> ServiceResult<Vec<String>> {
+        let ids = self.platform.delete_keys_named(name).await?;
+        if ids.is_empty() {
+            return Err(ServiceError::not_found(format!(
+                "no API key named '{name}'"
+            )));
+        }
+        let mut mirror = self.mirror.write().await;
+        for id in &ids {
+            mirror.remove(id);
+        }
+        tracing::info!(name, ids = ?ids, "revoked API keys");
+        Ok(ids)
+    }
+
+    /// Checks a `<key_id>_<secret>` token: known id, matching hash (constant time), not
+    /// expired. Records `last_used`.
+    pub async fn authenticate(&self, token: &str) -> ServiceResult<Principal> {
+        let invalid = || ServiceError::unauthorized("invalid API key");
+        let (id, secret) = token.split_once('_').ok_or_else(invalid)?;
+        let presented = sha256(secret);
+        let now = now_unix();
+        let (key, stale) = {
+            let mirror = self.mirror.read().await;
+            // Compare against a dummy when the id is unknown so that timing does not tell
+            // known ids from unknown ones.
+            let expected = mirror.get(id).map(|k| k.secret_sha256).unwrap_or([0u8; 32]);
+            let matches: bool = presented.ct_eq(&expected).into();
+            match mirror.get(id) {
+                Some(stored) if matches => {
+                    let stale = stored.key.last_used.is_none_or(|t| t < now);
+                    (stored.key.clone(), stale)
+                }
+                _ => return Err(invalid()),
+            }
+        };
+        if key.expires <= now {
+            return Err(ServiceError::unauthorized(format!(
+                "API key {} expired at {}",
+                key.id,
+                format_rfc3339_utc(key.expires)
+            )));
+        }
+        if stale {
+            self.record_use(&key.id, now).await;
+        }
+        Ok(Principal::from_key(&key))
+    }
+
+    async fn record_use(&self, id: &str, now: i64) {
+        if let Some(stored) = self.mirror.write().await.get_mut(id) {
+            stored.key.last_used = Some(now);
+        }
+        let platform = self.platform.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = platform.touch_key(&id, now).await {
+                tracing::warn!(key_id = %id, error = %e, "cannot record key use");
+            }
+        });
+    }
+
+    /// Mints the first admin key when no unexpired admin key exists, and stores its token
+    /// where only the operator can read it. Returns where, when a key was minted.
+    pub async fn ensure_admin(&self) -> ServiceResult<Option<String>> {
+        let now = now_unix();
+        let has_admin = self
+            .mirror
+            .read()
+            .await
+            .values()
+            .any(|k| k.key.role == Role::Admin && k.key.expires > now);
+        if has_admin {
+            return Ok(None);
+        }
+        let key = self
+            .mint(
+                BOOTSTRAP_KEY_NAME.to_string(),
+                Role::Admin,
+                None,
+                vec![],
+                vec![],
+                BOOTSTRAP_EXPIRES_DAYS,
+            )
+            .await?;
+        let token = key.token.as_deref().unwrap_or_default();
+        let place = self.platform.store_bootstrap_token(token).await?;
+        tracing::info!(key_id = %key.id, token_file = %place, "minted the first admin key");
+        Ok(Some(place))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::platform::local::LocalPlatform;
+
+    async fn service(mode: Mode) -> (tempfile::TempDir, KeyService) {
+        let dir = tempfile::tempdir().unwrap();
+        let platform = Arc::new(LocalPlatform::open(dir.path()).unwrap());
+        let service = KeyService::new(platform, mode);
+        service.reload().await.unwrap();
+        (dir, service)
+    }
+
+    fn request(role: &str) -> CreateKeyRequest {
+        CreateKeyRequest {
+            name: Some("ci".into()),
+            role: Some(role.into()),
+            expires_days: Some(30),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn minted_tokens_authenticate_and_wrong_secrets_do_not() {
+        let (_dir, keys) = service(Mode::Development).await;
+        let key = keys.create(&request("operator")).await.unwrap();
+        let token = key.token.clone().unwrap();
+        let (id, secret) = token.split_once('_').unwrap();
+        assert_eq!(id, key.id);
+        assert_eq!(secret.len(), 64);
+        let principal = keys.authenticate(&token).await.unwrap();
+        assert_eq!(principal.cluster_role, Some(Role::Operator));
+        assert!(
+            keys.authenticate(&format!("{id}_{}", "0".repeat(64)))
+                .await
+                .is_err()
+        );
+        assert!(keys.authenticate("nounderscore").await.is_err());
+        assert!(
+            keys.authenticate(&format!("ffffffffffffffff_{secret}"))
+                .await
+                .is_err()
+        );
+        assert!(keys.list().await[0].last_used.is_some());
+        assert!(keys.list().await[0].token.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_contract_rules_of_key_creation() {
+        let (_dir, keys) = service(Mode::Production).await;
+        let cases: Vec<(CreateKeyRequest, &str)> = vec![
+            (
+                CreateKeyRequest {
+                    name: None,
+                    ..request("admin")
+                },
+                "'name'",
+            ),
+            (
+                CreateKeyRequest {
+                    role: None,
+                    ..request("admin")
+                },
+                "'role'",
+            ),
+            (
+                CreateKeyRequest {
+                    expires_days: None,
+                    ..request("admin")
+                },
+                "'expires_days'",
+            ),
+            (
+                CreateKeyRequest {
+                    expires_days: Some(0),
+                    ..request("admin")
+                },
+                "positive",
+            ),
+            (
+                CreateKeyRequest {
+                    expires_days: Some(-3),
+                    ..request("admin")
+                },
+                "positive",
+            ),
+            (request("root"), "unknown role"),
+            (
+                CreateKeyRequest {
+                    tenant: Some("acme".into()),
+                    ..request("admin")
+                },
+                "cluster-wide",
+            ),
+            (request("user"), "production"),
+            (
+                CreateKeyRequest {
+                    tenant: Some("acme".into()),
+                    ..request("user")
+                },
+                "unknown tenant",
+            ),
+            (
+                CreateKeyRequest {
+                    name: Some("a b".into()),
+                    ..request("admin")
+                },
+                "not valid",
+            ),
+        ];
+        for (req, needle) in cases {
+            let err = keys.create(&req).await.unwrap_err();
+            assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST, "{req:?}");
+            assert!(err.message.contains(needle), "{needle}: {}", err.message);
+        }
+        assert!(
+            keys.list().await.is_empty(),
+            "a failed create stores nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn development_keys_may_be_unscoped_and_revocation_is_by_name() {
+        let (_dir, keys) = service(Mode::Development).await;
+        let mut req = request("user");
+        req.namespaces = Some(vec!["team-a".into()]);
+        let a = keys.create(&req).await.unwrap();
+        let b = keys.create(&request("read-only")).await.unwrap();
+        let principal = keys
+            .authenticate(a.token.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(principal.grants(), ["user on namespaces team-a"]);
+        let mut revoked = keys.revoke("ci").await.unwrap();
+        revoked.sort();
+        let mut expected = vec![a.id.clone(), b.id.clone()];
+        expected.sort();
+        assert_eq!(revoked, expected);
+        assert!(
+            keys.authenticate(a.token.as_deref().unwrap())
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            keys.revoke("ci").await.unwrap_err().status(),
+            axum::http::StatusCode::NOT_FOUND
+        );
+    }
+
+    #[tokio::test]
+    async fn first_admin_is_minted_once() {
+        let (dir, keys) = service(Mode::Development).await;
+        let place = keys.ensure_admin().await.unwrap().unwrap();
+        let token = std::fs::read_to_string(&place).unwrap();
+        assert!(place.starts_with(&dir.path().display().to_string()));
+        let principal = keys.authenticate(token.trim()).await.unwrap();
+        assert_eq!(principal.grants(), ["admin"]);
+        assert!(keys.ensure_admin().await.unwrap().is_none());
+    }
+}

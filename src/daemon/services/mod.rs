@@ -1,0 +1,3 @@
+//! The service layer: validation and policy over the platform seam, independent of HTTP
+//! details and of which platform runs underneath.
+pub mod keys;

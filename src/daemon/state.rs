@@ -1,0 +1,30 @@
+//! The application state every route shares: configuration, platform and services.
+use std::sync::Arc;
+
+use crate::daemon::config::Config;
+use crate::daemon::platform::Platform;
+use crate::daemon::services::keys::KeyService;
+
+/// Cheap to clone: every field is shared.
+#[derive(Clone)]
+pub struct AppState {
+    /// The resolved configuration.
+    pub config: Arc<Config>,
+    /// Where state and sandboxes live.
+    pub platform: Arc<dyn Platform>,
+    /// API keys: minting, revocation, authentication.
+    pub keys: Arc<KeyService>,
+}
+
+impl AppState {
+    /// Builds the state and its services over a platform.
+    pub fn new(config: Config, platform: Arc<dyn Platform>) -> AppState {
+        let config = Arc::new(config);
+        let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
+        AppState {
+            config,
+            platform,
+            keys,
+        }
+    }
+}
