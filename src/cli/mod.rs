@@ -24,7 +24,7 @@ use crate::shared::paths;
     version,
     propagate_version = true,
     after_help = "Exit status: 0 success, 1 error, 2 usage error, 3 server unreachable, \
-                  4 not found; `sbx sandbox exec` exits with the command's own status.\n\
+                  4 not found.\n\
                   Settings: --flag > SBX_* environment > profile in the config file > default."
 )]
 pub struct Cli {

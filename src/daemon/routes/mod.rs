@@ -2,7 +2,13 @@
 //! tests can drive it without a socket.
 pub mod health;
 pub mod identity;
+pub mod install;
 pub mod keys;
+pub mod nodes;
+pub mod sandboxes;
+pub mod snapshots;
+pub mod tenants;
+pub mod usage;
 
 use axum::Router;
 use axum::body::to_bytes;
@@ -29,6 +35,12 @@ pub fn app(state: AppState) -> Router {
     let protected = Router::new()
         .merge(keys::router())
         .merge(identity::router())
+        .merge(sandboxes::router())
+        .merge(snapshots::router())
+        .merge(tenants::router())
+        .merge(nodes::router())
+        .merge(usage::router())
+        .merge(install::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

@@ -1,0 +1,104 @@
+//! `/api/v1/snapshots`: list, inspect, delete, restore and GC of snapshots. The snapshot store
+//! lands with the snapshot issue; until then each route answers 501 `NotImplemented` after
+//! authentication and body checks.
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::daemon::auth::Principal;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::extract::{Created, Json, Path, Query};
+use crate::daemon::state::AppState;
+use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::models::snapshot::{
+    GcRequest, GcResponse, RestoreRequest, RestoreResponse, Snapshot, SnapshotListQuery,
+};
+use crate::shared::models::{MessageResponse, NamespaceQuery};
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/snapshots", get(list_snapshots))
+        .route("/api/v1/snapshots/gc", post(gc_snapshots))
+        .route(
+            "/api/v1/snapshots/{name}",
+            get(get_snapshot).delete(delete_snapshot),
+        )
+        .route("/api/v1/snapshots/{name}/restore", post(restore_snapshot))
+}
+
+fn pending(what: &str) -> ServiceError {
+    ServiceError::not_implemented(what)
+}
+
+/// List snapshots, filtered by namespace, sandbox and kind.
+#[utoipa::path(get, path = "/api/v1/snapshots", tag = "snapshots", params(SnapshotListQuery),
+    responses(
+        (status = 200, description = "Snapshot records", body = DataEnvelope<Vec<Snapshot>>),
+        (status = 400, description = "Unknown `kind`", body = ErrorEnvelope),
+    ))]
+pub async fn list_snapshots(
+    _principal: Principal,
+    Query(_query): Query<SnapshotListQuery>,
+) -> ServiceResult<Json<Vec<Snapshot>>> {
+    Err(pending("snapshot list"))
+}
+
+/// Inspect one snapshot.
+#[utoipa::path(get, path = "/api/v1/snapshots/{name}", tag = "snapshots",
+    params(("name" = String, Path, description = "Snapshot name"), NamespaceQuery),
+    responses(
+        (status = 200, description = "The snapshot record", body = DataEnvelope<Snapshot>),
+        (status = 404, description = "No such snapshot", body = ErrorEnvelope),
+    ))]
+pub async fn get_snapshot(
+    _principal: Principal,
+    Path(_name): Path<String>,
+    Query(_query): Query<NamespaceQuery>,
+) -> ServiceResult<Json<Snapshot>> {
+    Err(pending("snapshot get"))
+}
+
+/// Delete one snapshot.
+#[utoipa::path(delete, path = "/api/v1/snapshots/{name}", tag = "snapshots",
+    params(("name" = String, Path, description = "Snapshot name"), NamespaceQuery),
+    responses(
+        (status = 200, description = "Deleted", body = DataEnvelope<MessageResponse>),
+        (status = 404, description = "No such snapshot", body = ErrorEnvelope),
+    ))]
+pub async fn delete_snapshot(
+    _principal: Principal,
+    Path(_name): Path<String>,
+    Query(_query): Query<NamespaceQuery>,
+) -> ServiceResult<Json<MessageResponse>> {
+    Err(pending("snapshot delete"))
+}
+
+/// Create a new sandbox from a snapshot.
+#[utoipa::path(post, path = "/api/v1/snapshots/{name}/restore", tag = "snapshots",
+    params(("name" = String, Path, description = "Snapshot name")),
+    request_body = RestoreRequest,
+    responses(
+        (status = 201, description = "Restored; `Location` names the new sandbox", body = DataEnvelope<RestoreResponse>,
+            headers(("Location" = String, description = "/api/v1/sandboxes/{new_sandbox_name}?namespace={namespace}"))),
+        (status = 400, description = "Missing `new_sandbox_name`, unresolved image, or unsupported backend", body = ErrorEnvelope),
+        (status = 404, description = "No such snapshot in the namespace", body = ErrorEnvelope),
+        (status = 409, description = "`new_sandbox_name` exists", body = ErrorEnvelope),
+    ))]
+pub async fn restore_snapshot(
+    _principal: Principal,
+    Path(_name): Path<String>,
+    Json(_request): Json<RestoreRequest>,
+) -> ServiceResult<Created<RestoreResponse>> {
+    Err(pending("snapshot restore"))
+}
+
+/// Delete `fork` snapshots older than `keep_fork_for`; pause and named snapshots are kept.
+#[utoipa::path(post, path = "/api/v1/snapshots/gc", tag = "snapshots",
+    request_body(content = Option<GcRequest>, description = "Optional; `{}` sweeps `default` with 10m"),
+    responses(
+        (status = 200, description = "What was (or, with dry_run, would be) deleted", body = DataEnvelope<GcResponse>),
+        (status = 400, description = "Bad `keep_fork_for`", body = ErrorEnvelope),
+    ))]
+pub async fn gc_snapshots(_principal: Principal) -> ServiceResult<Json<GcResponse>> {
+    Err(pending("snapshot GC"))
+}

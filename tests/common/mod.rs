@@ -1,0 +1,178 @@
+//! Test harness: starts the real `sbx serve` binary on 127.0.0.1:0 with a temporary data dir,
+//! and hands out the real client and the real CLI pointed at it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sbx::cli::client::ApiClient;
+
+/// Path of the binary under test.
+pub fn sbx_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sbx")
+}
+
+/// A running daemon; stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Daemon {
+    child: Option<Child>,
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+    /// The data dir (kept across restarts of the same Daemon).
+    pub data_dir: PathBuf,
+    _tmp: Arc<tempfile::TempDir>,
+    /// Every line the daemon wrote to stderr so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    /// Starts a daemon with a fresh data dir.
+    pub fn start() -> Daemon {
+        Daemon::start_with(&[])
+    }
+
+    /// Starts a daemon with a fresh data dir and extra `serve` arguments.
+    pub fn start_with(args: &[&str]) -> Daemon {
+        let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
+        let data_dir = tmp.path().join("data");
+        Daemon::spawn(tmp, data_dir, args)
+    }
+
+    fn spawn(tmp: Arc<tempfile::TempDir>, data_dir: PathBuf, args: &[&str]) -> Daemon {
+        let mut child = Command::new(sbx_bin())
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(args)
+            .env("SBX_LOG", "info")
+            .env_remove("SBX_MODE")
+            .env_remove("SBX_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sbx serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("listening on http://") {
+                    let url = line[at + "listening on ".len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(url);
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "sbx serve did not start; its log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        Daemon {
+            child: Some(child),
+            url,
+            data_dir,
+            _tmp: tmp,
+            log,
+        }
+    }
+
+    /// The first admin token the daemon minted.
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("admin.token"))
+            .expect("admin.token")
+            .trim()
+            .to_string()
+    }
+
+    /// A client with a key.
+    pub fn client(&self, key: &str) -> ApiClient {
+        ApiClient::new(&self.url, Some(key.to_string())).expect("client")
+    }
+
+    /// A client with the admin key.
+    pub fn admin(&self) -> ApiClient {
+        self.client(&self.admin_token())
+    }
+
+    /// A plain HTTP client for requests the typed client cannot make (bad bodies, headers).
+    pub fn http(&self) -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
+    /// Sends SIGTERM and waits; returns whether the daemon exited successfully.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Stops the daemon and starts it again on the same data dir (new port).
+    pub fn restart(mut self, args: &[&str]) -> Daemon {
+        assert!(self.stop(), "daemon did not stop cleanly");
+        let tmp = self._tmp.clone();
+        let data_dir = self.data_dir.clone();
+        Daemon::spawn(tmp, data_dir, args)
+    }
+
+    /// The daemon's log so far, joined.
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The CLI under test with an isolated config dir and no inherited SBX_* settings.
+pub fn cli(config_dir: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::new(sbx_bin());
+    for var in [
+        "SBX_SERVER",
+        "SBX_API_KEY",
+        "SBX_PROFILE",
+        "SBX_OUTPUT",
+        "SBX_DATA_DIR",
+        "SBX_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("SBX_CONFIG_DIR", config_dir);
+    cmd
+}
