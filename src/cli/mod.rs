@@ -38,6 +38,7 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// URL of the sbx server [default: the profile's, else http://127.0.0.1:8080]
     #[arg(long, global = true, env = paths::ENV_SERVER, value_name = "URL")]

@@ -7,12 +7,14 @@ use clap_complete::Shell;
 
 use crate::cli::Cli;
 
-/// Print a completion script for a shell.
+/// Print a shell completion script
 ///
-/// bash: `sbx completions bash > /etc/bash_completion.d/sbx`;
-/// zsh: `sbx completions zsh > "${fpath[1]}/_sbx"`;
-/// fish: `sbx completions fish > ~/.config/fish/completions/sbx.fish`.
+/// Examples:
+///   sbx completions bash > /etc/bash_completion.d/sbx
+///   sbx completions zsh > "${fpath[1]}/_sbx"
+///   sbx completions fish > ~/.config/fish/completions/sbx.fish
 #[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
 pub struct CompletionsArgs {
     /// The shell
     #[arg(value_parser = ["bash", "zsh", "fish"])]

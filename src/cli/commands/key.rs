@@ -13,22 +13,20 @@ use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
 /// Mint, list and revoke API keys (admin).
 #[derive(Debug, Clone, Subcommand)]
 pub enum KeyCommand {
-    /// Mint a key; its token is printed once, keep it safe
     Create(CreateArgs),
-    /// List every key (no secrets)
     #[command(visible_alias = "ls")]
     List(ListArgs),
-    /// Revoke every key with this name
     #[command(visible_alias = "rm")]
     Revoke(RevokeArgs),
 }
 
-/// Mint a key.
+/// Mint a key; its token is printed once, keep it safe
 ///
 /// Examples:
 ///   sbx key create ci --role operator --expires-days 30
 ///   sbx key create alice --role user --tenant acme --namespace acme-dev
 #[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
 pub struct CreateArgs {
     /// Human label; several keys may share it (revocation is by name)
     pub name: String,
@@ -54,11 +52,11 @@ pub struct CreateArgs {
     pub nodes: Vec<String>,
 }
 
-/// List every key.
+/// List every key, with when it was last used (never its secret)
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {}
 
-/// Revoke every key with a name.
+/// Revoke every key with this name
 #[derive(Debug, Clone, Args)]
 pub struct RevokeArgs {
     /// The key name (label)

@@ -11,7 +11,7 @@ use crate::cli::client::ApiClient;
 use crate::cli::settings::{ConfigFile, Settings};
 use crate::shared::paths;
 
-/// Save a server URL and API key as a profile, after checking them with whoami.
+/// Save a server URL and API key as a profile, after checking them with whoami
 ///
 /// The key comes from --api-key / SBX_API_KEY, else a prompt on a terminal, else the first
 /// line of standard input. On the daemon's own host, --bootstrap takes the first admin key
@@ -23,6 +23,7 @@ use crate::shared::paths;
 ///   echo "$TOKEN" | sbx login --profile ci
 ///   sudo sbx login --bootstrap
 #[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
 pub struct LoginArgs {
     /// Use the first admin key that `sbx serve` wrote to its data dir on this host
     #[arg(long)]

@@ -18,16 +18,12 @@ use crate::cli::settings::Settings;
 /// Every `sbx` command.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the API daemon (the embedded default on this host, or the Kubernetes platform)
     Serve(serve::ServeArgs),
-    /// Save a server URL and API key as a profile, after checking them with whoami
     Login(login::LoginArgs),
-    /// Show who the API key is and what it may do
     Whoami(whoami::WhoamiArgs),
     /// Mint, list and revoke API keys (admin)
     #[command(subcommand)]
     Key(key::KeyCommand),
-    /// Print a shell completion script
     Completions(completions::CompletionsArgs),
 }
 

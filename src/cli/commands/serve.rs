@@ -9,7 +9,7 @@ use crate::daemon;
 use crate::daemon::config::{Config, Mode, Overrides, PlatformKind};
 use crate::shared::paths;
 
-/// Run the API daemon.
+/// Run the API daemon (the embedded default on this host, or the Kubernetes platform)
 ///
 /// On a host with no cluster this is the embedded default: state in SQLite under the data dir,
 /// sandboxes on this host. The first start mints an admin key and writes its token to

@@ -8,7 +8,7 @@ use crate::cli::commands::Context;
 use crate::cli::output::Detail;
 use crate::shared::models::identity::{PrincipalType, WhoamiResponse};
 
-/// Show who the API key (or OIDC token) is and what it may do.
+/// Show who the API key (or OIDC token) is and what it may do
 #[derive(Debug, Clone, Args)]
 pub struct WhoamiArgs {}
 

@@ -106,3 +106,102 @@ async fn envelope_errors(response: Response) -> Response {
     }
     rewritten
 }
+
+#[cfg(test)]
+mod tests {
+    //! Router tests without a socket: the app is driven with `oneshot`.
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use serde_json::Value;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::daemon::config::Config;
+    use crate::daemon::platform::local::LocalPlatform;
+
+    async fn state() -> (tempfile::TempDir, AppState) {
+        let dir = tempfile::tempdir().unwrap();
+        let platform = Arc::new(LocalPlatform::open(dir.path()).unwrap());
+        let state = AppState::new(Config::for_data_dir(dir.path()), platform);
+        state.keys.reload().await.unwrap();
+        (dir, state)
+    }
+
+    async fn call(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+        let response = app(state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    #[tokio::test]
+    async fn health_is_bare_and_errors_are_enveloped() {
+        let (_dir, state) = state().await;
+        let (status, body) =
+            call(&state, Request::get("/health").body(Body::empty()).unwrap()).await;
+        assert_eq!(
+            (status, body["status"].as_str()),
+            (StatusCode::OK, Some("healthy"))
+        );
+
+        let (status, body) = call(
+            &state,
+            Request::get("/nowhere").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["error"]["code"], "NotFound");
+
+        let (status, body) = call(
+            &state,
+            Request::delete("/health").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(body["error"]["code"], "MethodNotAllowed");
+
+        let (status, body) = call(
+            &state,
+            Request::get("/api/v1/keys").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["code"], "Unauthorized");
+    }
+
+    #[tokio::test]
+    async fn a_minted_key_authorizes_the_routes_its_role_allows() {
+        let (_dir, state) = state().await;
+        let request = crate::shared::models::identity::CreateKeyRequest {
+            name: Some("t".into()),
+            role: Some("operator".into()),
+            expires_days: Some(1),
+            ..Default::default()
+        };
+        let token = state.keys.create(&request).await.unwrap().token.unwrap();
+        let get = |path: &str| {
+            Request::get(path)
+                .header("x-api-key", &token)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let (status, body) = call(&state, get("/api/v1/auth/whoami")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["data"]["grants"][0], "operator");
+        let (status, body) = call(&state, get("/api/v1/keys")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(body["error"]["code"], "Forbidden");
+        let (status, _) = call(&state, get("/api/v1/tenants")).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_IMPLEMENTED,
+            "operators may read tenants"
+        );
+    }
+}
