@@ -128,10 +128,8 @@ impl Platform for LocalPlatform {
                 let ids = {
                     let mut stmt =
                         tx.prepare_cached("SELECT id FROM api_keys WHERE name = ?1 ORDER BY id")?;
-                    let ids = stmt
-                        .query_map([&name], |row| row.get::<_, String>(0))?
-                        .collect::<rusqlite::Result<Vec<_>>>()?;
-                    ids
+                    stmt.query_map([&name], |row| row.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
                 };
                 tx.execute("DELETE FROM api_keys WHERE name = ?1", [&name])?;
                 tx.commit()?;
