@@ -6,6 +6,7 @@ pub mod extract;
 pub mod openapi;
 pub mod platform;
 pub mod routes;
+pub mod runtime;
 pub mod services;
 pub mod state;
 

@@ -1,0 +1,1 @@
+//! Image store (pull, import, content-addressed layers).

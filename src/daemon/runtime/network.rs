@@ -1,0 +1,1 @@
+//! Sandbox networking (netns, veth, NAT, nftables egress).
