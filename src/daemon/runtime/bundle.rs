@@ -1,0 +1,359 @@
+//! OCI runtime configuration of a sandbox (`config.json`), generated with `oci-spec`:
+//! user, capabilities, no-new-privileges, the default seccomp profile, cgroup limits, the
+//! sandbox's network namespace and its `/etc` files.
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use oci_spec::runtime::{
+    Arch, Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
+    LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType,
+    LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
+    LinuxSeccompBuilder, LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder,
+    PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec, UserBuilder,
+};
+
+use crate::daemon::runtime::RuntimeError;
+
+/// UID/GID of non-root sandboxes (the contract's 65532).
+pub const NON_ROOT_ID: u32 = 65532;
+/// CFS period used for CPU quotas, microseconds.
+pub const CPU_PERIOD_US: u64 = 100_000;
+/// Default cap on processes in one sandbox.
+pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
+/// Environment every sandbox gets unless the image or env file sets it.
+pub const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The container runtime's usual default set, what `cap_drop` (without `ALL`) subtracts from.
+pub const DEFAULT_CAPS: [&str; 14] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// Parses a capability name with or without `CAP_`, any case.
+pub fn parse_capability(name: &str) -> Result<Capability, String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    Capability::from_str(bare).map_err(|_| format!("unknown capability '{name}'"))
+}
+
+/// The effective capability set from the contract's `cap_drop`/`cap_add`: the default policy
+/// drops `ALL`; a `cap_drop` list without `ALL` subtracts from the runtime default set.
+pub fn capability_set(
+    cap_drop: Option<&[String]>,
+    cap_add: Option<&[String]>,
+) -> Result<Vec<Capability>, String> {
+    let drop_all = match cap_drop {
+        None => true,
+        Some(list) => list.iter().any(|c| c.trim().eq_ignore_ascii_case("ALL")),
+    };
+    let mut set: Vec<Capability> = Vec::new();
+    if !drop_all {
+        let dropped = cap_drop
+            .unwrap_or_default()
+            .iter()
+            .map(|c| parse_capability(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        for name in DEFAULT_CAPS {
+            let cap = parse_capability(name)?;
+            if !dropped.contains(&cap) {
+                set.push(cap);
+            }
+        }
+    }
+    for name in cap_add.unwrap_or_default() {
+        if name.trim().eq_ignore_ascii_case("ALL") {
+            return Err("cap_add: ALL is not allowed; name the capabilities".to_string());
+        }
+        let cap = parse_capability(name)?;
+        if !set.contains(&cap) {
+            set.push(cap);
+        }
+    }
+    Ok(set)
+}
+
+/// Everything that shapes a sandbox's runtime configuration.
+#[derive(Debug, Clone)]
+pub struct BundleConfig {
+    /// Hostname inside the sandbox (the sandbox name).
+    pub hostname: String,
+    /// The mounted root filesystem.
+    pub rootfs: PathBuf,
+    /// Main process arguments.
+    pub args: Vec<String>,
+    /// Environment (`KEY=VALUE`).
+    pub env: Vec<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups (fsGroup).
+    pub additional_gids: Vec<u32>,
+    /// Capabilities kept.
+    pub capabilities: Vec<Capability>,
+    /// CPU limit in millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Path of the network namespace to join.
+    pub netns: PathBuf,
+    /// cgroups path.
+    pub cgroups_path: String,
+    /// Files bind-mounted read-only into `/etc` (resolv.conf, hosts, hostname).
+    pub etc_files: Vec<(String, PathBuf)>,
+}
+
+fn caps(set: &[Capability], non_root: bool) -> Result<LinuxCapabilities, RuntimeError> {
+    let all: HashSet<Capability> = set.iter().copied().collect();
+    // A non-root process keeps capabilities across exec only through the ambient set,
+    // which needs them inheritable too.
+    let carried: HashSet<Capability> = if non_root { all.clone() } else { HashSet::new() };
+    LinuxCapabilitiesBuilder::default()
+        .bounding(all.clone())
+        .effective(all.clone())
+        .permitted(all)
+        .inheritable(carried.clone())
+        .ambient(carried)
+        .build()
+        .map_err(RuntimeError::spec)
+}
+
+/// The process definition, shared by the main process and every exec.
+pub fn process(config: &BundleConfig, args: Vec<String>) -> Result<Process, RuntimeError> {
+    let mut user = UserBuilder::default().uid(config.uid).gid(config.gid);
+    if !config.additional_gids.is_empty() {
+        user = user.additional_gids(config.additional_gids.clone());
+    }
+    let rlimit = PosixRlimitBuilder::default()
+        .typ(PosixRlimitType::RlimitNofile)
+        .hard(1024u64 * 64)
+        .soft(1024u64 * 64)
+        .build()
+        .map_err(RuntimeError::spec)?;
+    ProcessBuilder::default()
+        .terminal(false)
+        .user(user.build().map_err(RuntimeError::spec)?)
+        .args(args)
+        .env(config.env.clone())
+        .cwd(PathBuf::from(&config.cwd))
+        .capabilities(caps(&config.capabilities, config.uid != 0)?)
+        .rlimits(vec![rlimit])
+        .no_new_privileges(true)
+        .build()
+        .map_err(RuntimeError::spec)
+}
+
+fn bind(destination: &str, source: &Path) -> Result<Mount, RuntimeError> {
+    MountBuilder::default()
+        .destination(PathBuf::from(destination))
+        .typ("bind")
+        .source(source.to_path_buf())
+        .options(vec!["rbind".to_string(), "ro".to_string(), "nosuid".to_string(), "nodev".to_string()])
+        .build()
+        .map_err(RuntimeError::spec)
+}
+
+/// Syscalls refused by default, each unless the sandbox holds the capability that makes it
+/// legitimate (as Docker's default profile does).
+const SECCOMP_DENY: &[(&str, &[&str])] = &[
+    ("", &["acct", "add_key", "bpf", "create_module", "get_kernel_syms", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "nfsservctl", "perf_event_open", "query_module", "request_key", "uselib", "userfaultfd", "ustat", "vm86", "vm86old", "_sysctl", "sysfs"]),
+    ("SYS_ADMIN", &["mount", "umount", "umount2", "pivot_root", "setns", "unshare", "swapon", "swapoff", "open_by_handle_at", "name_to_handle_at", "quotactl", "fsopen", "fsmount", "fsconfig", "fspick", "move_mount", "open_tree"]),
+    ("SYS_MODULE", &["init_module", "finit_module", "delete_module"]),
+    ("SYS_BOOT", &["reboot"]),
+    ("SYS_TIME", &["settimeofday", "stime", "clock_settime", "clock_adjtime", "adjtimex"]),
+    ("SYS_PTRACE", &["ptrace", "process_vm_readv", "process_vm_writev", "kcmp"]),
+    ("SYS_RAWIO", &["iopl", "ioperm"]),
+    ("SYS_NICE", &["mbind", "set_mempolicy", "move_pages", "get_mempolicy"]),
+];
+
+/// The default seccomp profile: allow, except the syscalls above return EPERM.
+pub fn default_seccomp(capabilities: &[Capability]) -> Result<LinuxSeccomp, RuntimeError> {
+    let mut names: Vec<String> = Vec::new();
+    for (cap, calls) in SECCOMP_DENY {
+        let granted = !cap.is_empty()
+            && parse_capability(cap).is_ok_and(|c| capabilities.contains(&c));
+        if !granted {
+            names.extend(calls.iter().map(|s| s.to_string()));
+        }
+    }
+    let deny = LinuxSyscallBuilder::default()
+        .names(names)
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(libc::EPERM as u32)
+        .build()
+        .map_err(RuntimeError::spec)?;
+    LinuxSeccompBuilder::default()
+        .default_action(LinuxSeccompAction::ScmpActAllow)
+        .architectures(vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32])
+        .syscalls(vec![deny])
+        .build()
+        .map_err(RuntimeError::spec)
+}
+
+/// The whole runtime configuration.
+pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
+    let mut spec = Spec::default();
+    spec.set_hostname(Some(config.hostname.clone()));
+    spec.set_process(Some(process(config, config.args.clone())?));
+    spec.set_root(Some(
+        RootBuilder::default()
+            .path(config.rootfs.clone())
+            .readonly(false)
+            .build()
+            .map_err(RuntimeError::spec)?,
+    ));
+    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    for (name, source) in &config.etc_files {
+        mounts.push(bind(&format!("/etc/{name}"), source)?);
+    }
+    spec.set_mounts(Some(mounts));
+
+    let mut resources = LinuxResourcesBuilder::default().pids(
+        LinuxPidsBuilder::default()
+            .limit(DEFAULT_PIDS_LIMIT)
+            .build()
+            .map_err(RuntimeError::spec)?,
+    );
+    if let Some(millis) = config.cpu_millis {
+        let quota = (millis * CPU_PERIOD_US / 1000).max(1000) as i64;
+        resources = resources.cpu(
+            LinuxCpuBuilder::default()
+                .quota(quota)
+                .period(CPU_PERIOD_US)
+                .build()
+                .map_err(RuntimeError::spec)?,
+        );
+    }
+    if let Some(bytes) = config.memory_bytes {
+        let bytes = bytes as i64;
+        resources = resources.memory(
+            LinuxMemoryBuilder::default()
+                .limit(bytes)
+                .swap(bytes)
+                .build()
+                .map_err(RuntimeError::spec)?,
+        );
+    }
+    let namespaces: Vec<LinuxNamespace> = [
+        LinuxNamespaceType::Pid,
+        LinuxNamespaceType::Ipc,
+        LinuxNamespaceType::Uts,
+        LinuxNamespaceType::Mount,
+        LinuxNamespaceType::Cgroup,
+    ]
+    .into_iter()
+    .map(|typ| LinuxNamespaceBuilder::default().typ(typ).build())
+    .chain([LinuxNamespaceBuilder::default()
+        .typ(LinuxNamespaceType::Network)
+        .path(config.netns.clone())
+        .build()])
+    .collect::<Result<_, _>>()
+    .map_err(RuntimeError::spec)?;
+    let defaults = oci_spec::runtime::Linux::default();
+    let linux = LinuxBuilder::default()
+        .resources(resources.build().map_err(RuntimeError::spec)?)
+        .namespaces(namespaces)
+        .cgroups_path(PathBuf::from(&config.cgroups_path))
+        .masked_paths(defaults.masked_paths().clone().unwrap_or_default())
+        .readonly_paths(defaults.readonly_paths().clone().unwrap_or_default())
+        .seccomp(default_seccomp(&config.capabilities)?)
+        .build()
+        .map_err(RuntimeError::spec)?;
+    spec.set_linux(Some(linux));
+    Ok(spec)
+}
+
+/// Environment of the main process: defaults, then the image's, then the env file's
+/// (later entries win per key).
+pub fn merge_env(layers: &[&[String]]) -> Vec<String> {
+    let mut merged: Vec<String> = vec![DEFAULT_PATH.to_string()];
+    for layer in layers {
+        for entry in layer.iter() {
+            let key = entry.split('=').next().unwrap_or_default();
+            merged.retain(|e| e.split('=').next().unwrap_or_default() != key);
+            merged.push(entry.clone());
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(set: &[Capability]) -> Vec<String> {
+        let mut v: Vec<String> = set.iter().map(|c| c.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn capability_policy() {
+        assert!(capability_set(None, None).unwrap().is_empty());
+        let add = vec!["NET_BIND_SERVICE".to_string(), "cap_chown".to_string()];
+        assert_eq!(names(&capability_set(None, Some(&add)).unwrap()), ["CHOWN", "NET_BIND_SERVICE"]);
+        let drop = vec!["NET_RAW".to_string()];
+        let set = capability_set(Some(&drop), None).unwrap();
+        assert_eq!(set.len(), DEFAULT_CAPS.len() - 1);
+        assert!(!names(&set).contains(&"NET_RAW".to_string()));
+        assert!(capability_set(Some(&["ALL".to_string()]), None).unwrap().is_empty());
+        assert!(capability_set(None, Some(&["FLY".to_string()])).unwrap_err().contains("FLY"));
+        assert!(capability_set(None, Some(&["ALL".to_string()])).is_err());
+    }
+
+    #[test]
+    fn env_merges_by_key() {
+        let image = vec!["PATH=/bin".to_string(), "A=1".to_string()];
+        let file = vec!["A=2".to_string(), "B=3".to_string()];
+        assert_eq!(merge_env(&[&image, &file]), ["PATH=/bin", "A=2", "B=3"]);
+    }
+
+    #[test]
+    fn spec_carries_limits_user_caps_and_netns() {
+        let config = BundleConfig {
+            hostname: "demo".into(),
+            rootfs: "/r".into(),
+            args: vec!["sleep".into(), "1".into()],
+            env: vec![DEFAULT_PATH.into()],
+            cwd: "/".into(),
+            uid: NON_ROOT_ID,
+            gid: NON_ROOT_ID,
+            additional_gids: vec![NON_ROOT_ID],
+            capabilities: capability_set(None, Some(&["NET_BIND_SERVICE".to_string()])).unwrap(),
+            cpu_millis: Some(500),
+            memory_bytes: Some(64 << 20),
+            netns: "/run/netns/sbx-x".into(),
+            cgroups_path: "/sbx/x".into(),
+            etc_files: vec![("resolv.conf".into(), "/d/resolv.conf".into())],
+        };
+        let json = serde_json::to_value(spec(&config).unwrap()).unwrap();
+        assert_eq!(json["process"]["user"]["uid"], 65532);
+        assert_eq!(json["process"]["noNewPrivileges"], true);
+        assert_eq!(json["process"]["capabilities"]["ambient"][0], "CAP_NET_BIND_SERVICE");
+        assert_eq!(json["linux"]["resources"]["cpu"]["quota"], 50000);
+        assert_eq!(json["linux"]["resources"]["memory"]["limit"], 64 << 20);
+        let ns = json["linux"]["namespaces"].as_array().unwrap();
+        assert!(ns.iter().any(|n| n["type"] == "network" && n["path"] == "/run/netns/sbx-x"));
+        assert!(json["linux"]["seccomp"]["syscalls"][0]["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "mount"));
+        assert!(json["mounts"].as_array().unwrap().iter().any(|m| m["destination"] == "/etc/resolv.conf"));
+    }
+}

@@ -1,0 +1,86 @@
+//! Reading a sandbox's cgroup: CPU time, memory working set and OOM kills, on cgroup v1,
+//! hybrid and v2 hosts.
+use std::path::{Path, PathBuf};
+
+/// The cgroups path given to the runtime for a sandbox (relative to each hierarchy).
+pub fn cgroups_path(id: &str) -> String {
+    format!("/sbx/{id}")
+}
+
+/// A point-in-time reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CgroupStats {
+    /// Cumulative CPU time, nanoseconds.
+    pub cpu_ns: u64,
+    /// Memory in use minus reclaimable file cache, bytes (what kubectl top shows).
+    pub memory_working_set: u64,
+    /// OOM kills so far.
+    pub oom_kills: u64,
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn keyed(path: &Path, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn unified_root() -> Option<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    root.join("cgroup.controllers").exists().then(|| root.to_path_buf())
+}
+
+/// Reads the stats of the cgroup at `cgroups_path`; `None` when it does not exist.
+pub fn stats(cgroups_path: &str) -> Option<CgroupStats> {
+    let rel = cgroups_path.trim_start_matches('/');
+    if let Some(root) = unified_root() {
+        let dir = root.join(rel);
+        let cpu_us = keyed(&dir.join("cpu.stat"), "usage_usec")?;
+        let current = read_u64(&dir.join("memory.current")).unwrap_or(0);
+        let inactive = keyed(&dir.join("memory.stat"), "inactive_file").unwrap_or(0);
+        return Some(CgroupStats {
+            cpu_ns: cpu_us * 1000,
+            memory_working_set: current.saturating_sub(inactive),
+            oom_kills: keyed(&dir.join("memory.events"), "oom_kill").unwrap_or(0),
+        });
+    }
+    let v1 = Path::new("/sys/fs/cgroup");
+    let cpu_ns = read_u64(&v1.join("cpuacct").join(rel).join("cpuacct.usage"))?;
+    let mem = v1.join("memory").join(rel);
+    let usage = read_u64(&mem.join("memory.usage_in_bytes")).unwrap_or(0);
+    let inactive = keyed(&mem.join("memory.stat"), "total_inactive_file").unwrap_or(0);
+    Some(CgroupStats {
+        cpu_ns,
+        memory_working_set: usage.saturating_sub(inactive),
+        oom_kills: keyed(&mem.join("memory.oom_control"), "oom_kill").unwrap_or(0),
+    })
+}
+
+/// Every cgroup dir of a sandbox that still exists (for leak checks and crash clean-up).
+pub fn existing_dirs(cgroups_path: &str) -> Vec<PathBuf> {
+    let rel = cgroups_path.trim_start_matches('/');
+    if let Some(root) = unified_root() {
+        let dir = root.join(rel);
+        return if dir.exists() { vec![dir] } else { vec![] };
+    }
+    let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return vec![];
+    };
+    entries
+        .flatten()
+        .map(|e| e.path().join(rel))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+/// Removes the (empty) cgroup dirs left behind by a crashed runtime.
+pub fn remove_dirs(cgroups_path: &str) {
+    for dir in existing_dirs(cgroups_path) {
+        let _ = std::fs::remove_dir(&dir);
+    }
+}

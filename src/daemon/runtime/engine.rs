@@ -1,0 +1,586 @@
+//! The sbxd engine: provisions, execs in, pauses and tears down sandboxes from a
+//! [`SandboxSpec`], over the runtime CLI, the image store and the network manager.
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+
+use crate::daemon::runtime::bundle::{self, BundleConfig};
+use crate::daemon::runtime::images::ImageStore;
+use crate::daemon::runtime::network::{Egress, NetworkConfig, NetworkManager};
+use crate::daemon::runtime::overlay::{self, RootFs};
+use crate::daemon::runtime::runc::{Runc, RuntimeKind};
+use crate::daemon::runtime::shim::{ExitRecord, ShimReport};
+use crate::daemon::runtime::{RuntimeError, cgroup, logs, process};
+use crate::shared::models::sandbox::ExecResponse;
+
+/// Runtime settings (config file section `[runtime]`, camelCase keys).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// `runc` (default) or `crun`.
+    #[serde(default)]
+    pub oci_runtime: RuntimeKind,
+    /// Log size cap per sandbox before rotation, bytes.
+    #[serde(default = "default_max_log_bytes")]
+    pub max_log_bytes: u64,
+    /// Longest exec allowed, seconds (requests ask for less with `timeout_seconds`).
+    #[serde(default = "default_max_exec_seconds")]
+    pub max_exec_seconds: u64,
+    /// Output kept per exec stream, bytes.
+    #[serde(default = "default_exec_output_cap")]
+    pub exec_output_cap: usize,
+}
+
+fn default_max_log_bytes() -> u64 {
+    10 * 1024 * 1024
+}
+fn default_max_exec_seconds() -> u64 {
+    3600
+}
+fn default_exec_output_cap() -> usize {
+    10 * 1024 * 1024
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            oci_runtime: RuntimeKind::default(),
+            max_log_bytes: default_max_log_bytes(),
+            max_exec_seconds: default_max_exec_seconds(),
+            exec_output_cap: default_exec_output_cap(),
+        }
+    }
+}
+
+/// Default exec timeout (DESIGN.md §4).
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Everything needed to (re)create a sandbox's runtime resources; stored by the platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Short unique id (container id, netns key).
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name (the hostname inside).
+    pub name: String,
+    /// Image reference as requested.
+    pub image: String,
+    /// Extra environment from the env file (`KEY=VALUE`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Shell commands run before the sandbox is Ready.
+    #[serde(default)]
+    pub before_script: Option<String>,
+    /// CPU limit, millicores.
+    #[serde(default)]
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Writable-layer limit, bytes (enforced by eviction).
+    #[serde(default)]
+    pub ephemeral_bytes: Option<u64>,
+    /// `egress_whitelist` as given (None: unrestricted).
+    #[serde(default)]
+    pub egress: Option<Vec<String>>,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    #[serde(default)]
+    pub additional_gids: Vec<u32>,
+    /// Capabilities kept, `CAP_*` names.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Network slot (address pool index).
+    pub slot: u32,
+}
+
+/// The engine: runtime CLI, images, network, and the sandboxes' directories.
+pub struct Sbxd {
+    runc: Runc,
+    /// The image store.
+    pub images: Arc<ImageStore>,
+    /// Sandbox networking.
+    pub network: Arc<NetworkManager>,
+    sandboxes_dir: PathBuf,
+    config: RuntimeConfig,
+    shim_exe: PathBuf,
+}
+
+/// Result of a started sandbox.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    /// Host pid of the sandbox's init.
+    pub pid: i32,
+}
+
+fn mkdir_private(dir: &Path) -> Result<(), RuntimeError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| RuntimeError::io(&format!("create {}", dir.display()), e))
+}
+
+/// Quotes a word for `/bin/sh`.
+pub fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+impl Sbxd {
+    /// Prepares the engine under `data_dir`: runtime root, image store, network host side.
+    pub async fn new(
+        data_dir: &Path,
+        config: RuntimeConfig,
+        network: NetworkConfig,
+        insecure_registries: Vec<String>,
+    ) -> Result<Sbxd, RuntimeError> {
+        let runc = Runc::new(config.oci_runtime, &data_dir.join("runtime").join(config.oci_runtime.binary()))?;
+        let images = ImageStore::open(&data_dir.join("images"), insecure_registries)?;
+        let network = NetworkManager::new(network).await?;
+        let sandboxes_dir = data_dir.join("sandboxes");
+        mkdir_private(&sandboxes_dir)?;
+        let shim_exe = std::env::current_exe()
+            .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
+        Ok(Sbxd {
+            runc,
+            images: Arc::new(images),
+            network: Arc::new(network),
+            sandboxes_dir,
+            config,
+            shim_exe,
+        })
+    }
+
+    /// The runtime settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// The runtime CLI.
+    pub fn runc(&self) -> &Runc {
+        &self.runc
+    }
+
+    /// The directory of one sandbox.
+    pub fn dir(&self, id: &str) -> PathBuf {
+        self.sandboxes_dir.join(id)
+    }
+
+    /// Where every sandbox's directory lives.
+    pub fn sandboxes_dir(&self) -> &Path {
+        &self.sandboxes_dir
+    }
+
+    fn log_path(&self, id: &str) -> PathBuf {
+        self.dir(id).join("sandbox.log")
+    }
+
+    fn exit_path(&self, id: &str) -> PathBuf {
+        self.dir(id).join("exit.json")
+    }
+
+    /// Creates and starts a sandbox: image, network, root filesystem, bundle, shim, start.
+    /// On failure, everything made so far is removed again.
+    pub async fn provision(&self, spec: &SandboxSpec) -> Result<Started, RuntimeError> {
+        match self.provision_inner(spec).await {
+            Ok(started) => Ok(started),
+            Err(e) => {
+                if let Err(cleanup) = self.teardown(spec, false).await {
+                    tracing::warn!(sandbox = %spec.id, error = %cleanup, "clean-up after a failed create");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn provision_inner(&self, spec: &SandboxSpec) -> Result<Started, RuntimeError> {
+        let image = self.images.ensure(&spec.image).await?;
+        let args: Vec<String> = image
+            .config
+            .entrypoint
+            .iter()
+            .chain(image.config.cmd.iter())
+            .cloned()
+            .collect();
+        if args.is_empty() {
+            return Err(RuntimeError::Invalid(format!(
+                "image {} has no entrypoint or cmd to run",
+                spec.image
+            )));
+        }
+        let dir = self.dir(&spec.id);
+        mkdir_private(&dir)?;
+        let _ = std::fs::remove_file(self.exit_path(&spec.id));
+        let egress = Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let attachment = self.network.attach(&spec.id, spec.slot, &egress).await?;
+
+        let etc = dir.join("etc");
+        mkdir_private(&etc)?;
+        let files = [
+            ("resolv.conf", self.network.resolv_conf()),
+            (
+                "hosts",
+                format!(
+                    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n{}\t{}\n",
+                    attachment.address, spec.name
+                ),
+            ),
+            ("hostname", format!("{}\n", spec.name)),
+        ];
+        let mut etc_files = Vec::new();
+        for (name, content) in files {
+            let path = etc.join(name);
+            std::fs::write(&path, content).map_err(|e| RuntimeError::io("write /etc files", e))?;
+            etc_files.push((name.to_string(), path));
+        }
+
+        let rootfs = RootFs::under(&dir);
+        let owner = (spec.uid != 0).then_some((spec.uid, spec.gid));
+        let lowers = self.images.layer_dirs(&image);
+        let mount_rootfs = {
+            let rootfs = rootfs.clone();
+            tokio::task::spawn_blocking(move || rootfs.mount(&lowers, owner))
+        };
+        mount_rootfs
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+
+        let capabilities = spec
+            .capabilities
+            .iter()
+            .map(|c| bundle::parse_capability(c).map_err(RuntimeError::Invalid))
+            .collect::<Result<Vec<_>, _>>()?;
+        let config = BundleConfig {
+            hostname: spec.name.clone(),
+            rootfs: rootfs.merged.clone(),
+            args,
+            env: bundle::merge_env(&[&image.config.env, &spec.env]),
+            cwd: image
+                .config
+                .working_dir
+                .clone()
+                .filter(|d| d.starts_with('/'))
+                .unwrap_or_else(|| "/".to_string()),
+            uid: spec.uid,
+            gid: spec.gid,
+            additional_gids: spec.additional_gids.clone(),
+            capabilities,
+            cpu_millis: spec.cpu_millis,
+            memory_bytes: spec.memory_bytes,
+            netns: attachment.netns_path.clone(),
+            cgroups_path: cgroup::cgroups_path(&spec.id),
+            etc_files,
+        };
+        let oci = bundle::spec(&config)?;
+        let bundle_dir = dir.join("bundle");
+        let json = serde_json::to_vec(&oci).map_err(|e| RuntimeError::Spec(e.to_string()))?;
+        write_private(&bundle_dir.join("config.json"), &json)?;
+
+        let pid = self.spawn_shim(spec).await?;
+        self.runc.start(&spec.id).await?;
+        Ok(Started { pid })
+    }
+
+    async fn spawn_shim(&self, spec: &SandboxSpec) -> Result<i32, RuntimeError> {
+        let dir = self.dir(&spec.id);
+        let shim_log = std::fs::File::create(dir.join("shim.log"))
+            .map_err(|e| RuntimeError::io("create shim log", e))?;
+        let mut cmd = tokio::process::Command::new(&self.shim_exe);
+        cmd.arg("shim")
+            .arg("--id")
+            .arg(&spec.id)
+            .arg("--bundle")
+            .arg(dir.join("bundle"))
+            .arg("--runtime")
+            .arg(self.runc.binary())
+            .arg("--root")
+            .arg(self.runc.root())
+            .arg("--log")
+            .arg(self.log_path(&spec.id))
+            .arg("--max-log-bytes")
+            .arg(self.config.max_log_bytes.to_string())
+            .arg("--exit-file")
+            .arg(self.exit_path(&spec.id))
+            .env_remove("SBX_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(shim_log))
+            .kill_on_drop(false);
+        // SAFETY: setsid is async-signal-safe; the shim must leave the daemon's session so
+        // that it survives the daemon.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map(drop).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| RuntimeError::io("start the sandbox shim", e))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| RuntimeError::Unavailable("shim has no stdout".into()))?;
+        let shim_pid = child.id().unwrap_or(0);
+        std::fs::write(dir.join("shim.pid"), shim_pid.to_string())
+            .map_err(|e| RuntimeError::io("write shim pid", e))?;
+        // The shim runs on after we stop waiting for it; reap it when it ends.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        let mut line = String::new();
+        let read = tokio::time::timeout(
+            Duration::from_secs(60),
+            BufReader::new(stdout).read_line(&mut line),
+        )
+        .await;
+        match read {
+            Ok(Ok(_)) => {}
+            _ => return Err(RuntimeError::Unavailable("the sandbox shim did not report".into())),
+        }
+        match serde_json::from_str::<ShimReport>(line.trim()) {
+            Ok(ShimReport::Created { pid }) => Ok(pid),
+            Ok(ShimReport::Failed { error }) => Err(RuntimeError::Command {
+                command: format!("{} create", self.runc.kind().binary()),
+                message: error,
+            }),
+            Err(_) => Err(RuntimeError::Corrupt(format!(
+                "unexpected shim report: {}",
+                line.trim()
+            ))),
+        }
+    }
+
+    /// Runs `command` with `/bin/sh -c` in the sandbox as its user, in its namespaces and
+    /// cgroup; kills the command's process tree on timeout; caps each stream.
+    pub async fn exec(
+        &self,
+        id: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<ExecResponse, RuntimeError> {
+        let started = Instant::now();
+        let dir = self.dir(id);
+        let config_bytes = tokio::fs::read(dir.join("bundle").join("config.json"))
+            .await
+            .map_err(|e| RuntimeError::io("read sandbox config", e))?;
+        let mut spec: oci_spec::runtime::Spec = serde_json::from_slice(&config_bytes)
+            .map_err(|e| RuntimeError::Corrupt(format!("sandbox config: {e}")))?;
+        let mut process = spec
+            .process_mut()
+            .take()
+            .ok_or_else(|| RuntimeError::Corrupt("sandbox config has no process".into()))?;
+        process.set_args(Some(vec!["/bin/sh".into(), "-c".into(), command.into()]));
+        let nonce = format!("{:x}", started.elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_u64());
+        let process_path = dir.join(format!("exec-{nonce}.json"));
+        let pid_path = dir.join(format!("exec-{nonce}.pid"));
+        let json = serde_json::to_vec(&process).map_err(|e| RuntimeError::Spec(e.to_string()))?;
+        write_private(&process_path, &json)?;
+        let process_arg = process_path.display().to_string();
+        let pid_arg = pid_path.display().to_string();
+        let mut child = self
+            .runc
+            .command(&["exec", "--process", &process_arg, "--pid-file", &pid_arg, id])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| RuntimeError::io("spawn runtime exec", e))?;
+        let cap = self.config.exec_output_cap;
+        let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, cap)));
+        let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, cap)));
+        let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(status) => (status.ok(), false),
+            Err(_) => {
+                if let Some(pid) = std::fs::read_to_string(&pid_path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<i32>().ok())
+                {
+                    process::kill_tree(pid);
+                }
+                let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                (status.ok().and_then(Result::ok), true)
+            }
+        };
+        let collect = |handle: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
+            match handle {
+                // Descendants that outlive the command may hold the pipe: don't wait forever.
+                Some(h) => tokio::time::timeout(Duration::from_millis(if timed_out { 200 } else { 2000 }), h)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default(),
+                None => (Vec::new(), false),
+            }
+        };
+        let (out, out_cut) = collect(stdout).await;
+        let (err, err_cut) = collect(stderr).await;
+        let _ = std::fs::remove_file(&process_path);
+        let _ = std::fs::remove_file(&pid_path);
+        let exit_code = if timed_out {
+            124
+        } else {
+            match status {
+                Some(s) => s
+                    .code()
+                    .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
+                None => -1,
+            }
+        };
+        Ok(ExecResponse {
+            exit_code,
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            timed_out,
+            truncated: out_cut || err_cut,
+        })
+    }
+
+    /// Freezes the sandbox.
+    pub async fn pause(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runc.pause(id).await
+    }
+
+    /// Thaws the sandbox.
+    pub async fn resume(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runc.resume(id).await
+    }
+
+    /// The recorded exit of the main process, if it ended.
+    pub fn exit_record(&self, id: &str) -> Option<ExitRecord> {
+        ExitRecord::read(&self.exit_path(id))
+    }
+
+    /// Pid of the sandbox's shim, if recorded and alive.
+    pub fn shim_pid(&self, id: &str) -> Option<i32> {
+        std::fs::read_to_string(self.dir(id).join("shim.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .filter(|&pid| process::alive(pid))
+    }
+
+    /// A snapshot of the sandbox's log.
+    pub fn logs(&self, id: &str, tail: usize, since_secs: u64) -> String {
+        logs::read(&self.log_path(id), tail, since_secs, time::OffsetDateTime::now_utc())
+    }
+
+    /// The sandbox's cgroup readings.
+    pub fn stats(&self, id: &str) -> Option<cgroup::CgroupStats> {
+        cgroup::stats(&cgroup::cgroups_path(id))
+    }
+
+    /// Bytes the writable layer uses.
+    pub fn writable_layer_bytes(&self, id: &str) -> u64 {
+        overlay::disk_usage(&RootFs::under(&self.dir(id)).upper)
+    }
+
+    /// Stops the sandbox and removes its processes, mounts, cgroups and network; with
+    /// `remove_files`, its directory too. Idempotent.
+    pub async fn teardown(&self, spec: &SandboxSpec, remove_files: bool) -> Result<(), RuntimeError> {
+        let id = spec.id.as_str();
+        if let Ok(Some(state)) = self.runc.state(id).await {
+            if state.status == "paused" {
+                let _ = self.runc.resume(id).await;
+            }
+        }
+        self.runc.delete(id, true).await?;
+        if let Some(shim) = self.shim_pid(id) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), process::wait_exit(shim)).await;
+            if process::alive(shim) {
+                process::kill_tree(shim);
+            }
+        }
+        let rootfs = RootFs::under(&self.dir(id));
+        tokio::task::spawn_blocking(move || rootfs.unmount())
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+        self.network.detach(id, spec.slot).await?;
+        cgroup::remove_dirs(&cgroup::cgroups_path(id));
+        if remove_files {
+            let dir = self.dir(id);
+            for mount in overlay::mounts_under(&dir) {
+                let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
+            }
+            match tokio::fs::remove_dir_all(&dir).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(RuntimeError::io("remove sandbox files", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent() {
+        mkdir_private(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| RuntimeError::io(&format!("write {}", path.display()), e))?;
+    file.write_all(bytes)
+        .map_err(|e| RuntimeError::io(&format!("write {}", path.display()), e))
+}
+
+fn rand_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    let _ = getrandom::fill(&mut buf);
+    u64::from_le_bytes(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("uname"), "uname");
+        assert_eq!(shell_quote("-a"), "-a");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+    }
+}

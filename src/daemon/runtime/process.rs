@@ -1,0 +1,126 @@
+//! Host-process helpers: waiting for a pid to exit without polling (pidfd), liveness, and
+//! killing a process tree.
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use tokio::io::unix::AsyncFd;
+
+/// Whether a process with this pid exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+struct PidFd(OwnedFd);
+
+impl AsRawFd for PidFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Resolves when the process exits. Falls back to polling when pidfd is unavailable.
+pub async fn wait_exit(pid: i32) {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is shared.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd >= 0 {
+        // SAFETY: the fd was just returned by the kernel and is owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        // SAFETY: the AsyncFd owns the pidfd, which is closed only when the AsyncFd drops.
+        if let Ok(async_fd) = unsafe { AsyncFd::register(PidFd(owned)) } {
+            let _ = async_fd.readable().await;
+            return;
+        }
+    }
+    while alive(pid) {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Every descendant of `pid` (children first found by scanning /proc).
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(1))
+                .and_then(|s| s.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(child, ppid) in &parents {
+            if ppid == parent && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// SIGKILLs a process and all its descendants.
+pub fn kill_tree(pid: i32) {
+    let mut all = descendants(pid);
+    all.push(pid);
+    for p in all {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waits_for_exit_and_kills_trees() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let kids = descendants(pid);
+        assert_eq!(kids.len(), 2, "{kids:?}");
+        assert!(alive(pid));
+        kill_tree(pid);
+        let _ = child.wait();
+        for kid in kids {
+            for _ in 0..50 {
+                if !alive(kid) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert!(!alive(kid));
+        }
+
+        let child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
+        let pid = child.id() as i32;
+        let waiter = tokio::spawn(wait_exit(pid));
+        let mut child = child;
+        let _ = child.wait();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

@@ -1,0 +1,227 @@
+//! The per-sandbox shim (`sbx shim`, hidden), like conmon: it creates the container with its
+//! stdio on pipes it owns, becomes the subreaper of the container's init, writes stdout and
+//! stderr to the sandbox log with rotation, and records the exit status. It outlives restarts
+//! of `sbx serve`.
+//!
+//! Protocol with the daemon: one JSON line on the shim's stdout — `{"pid": N}` once the
+//! container is created, or `{"error": "..."}` — then stdout is closed.
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::runtime::logs::{LogWriter, Stream};
+
+/// Arguments of `sbx shim`; only the daemon starts it.
+#[derive(Debug, Clone, Args)]
+pub struct ShimArgs {
+    /// Container id.
+    #[arg(long)]
+    pub id: String,
+    /// OCI bundle dir.
+    #[arg(long)]
+    pub bundle: PathBuf,
+    /// Runtime binary (runc or crun).
+    #[arg(long)]
+    pub runtime: PathBuf,
+    /// Runtime state root.
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Log file.
+    #[arg(long)]
+    pub log: PathBuf,
+    /// Log size cap before rotation, bytes.
+    #[arg(long, default_value_t = 10 * 1024 * 1024)]
+    pub max_log_bytes: u64,
+    /// Where the exit status is recorded.
+    #[arg(long)]
+    pub exit_file: PathBuf,
+}
+
+/// The shim's one-line report to the daemon.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum ShimReport {
+    /// The container was created; its init's host pid.
+    Created {
+        /// Host pid of the container's init.
+        pid: i32,
+    },
+    /// Creation failed.
+    Failed {
+        /// What the runtime said.
+        error: String,
+    },
+}
+
+/// How the main process ended, as recorded in the exit file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExitRecord {
+    /// Exit code (128 + signal when killed by one).
+    pub exit_code: i32,
+    /// The signal that killed it, if any.
+    pub signal: Option<i32>,
+    /// When, unix seconds.
+    pub finished_at: i64,
+}
+
+impl ExitRecord {
+    /// Reads an exit file, if present and valid.
+    pub fn read(path: &Path) -> Option<ExitRecord> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+}
+
+fn report(line: &ShimReport) {
+    let mut out = std::io::stdout();
+    let _ = serde_json::to_writer(&mut out, line);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+    // Close stdout so the daemon's read ends; keep fd 1 valid.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1);
+    }
+}
+
+fn pump(
+    mut reader: std::fs::File,
+    stream: Stream,
+    writer: Arc<Mutex<LogWriter>>,
+    tail: Arc<Mutex<Vec<u8>>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if let Ok(mut w) = writer.lock() {
+                        let _ = w.write(stream, &buf[..n]);
+                    }
+                    if stream == Stream::Stderr {
+                        if let Ok(mut t) = tail.lock() {
+                            t.extend_from_slice(&buf[..n]);
+                            let excess = t.len().saturating_sub(2048);
+                            t.drain(..excess);
+                        }
+                    }
+                }
+            }
+        }
+        if let Ok(mut w) = writer.lock() {
+            let _ = w.flush_stream(stream);
+        }
+    })
+}
+
+fn pipe() -> std::io::Result<(std::fs::File, OwnedFd)> {
+    let (r, w) = nix::unistd::pipe().map_err(std::io::Error::from)?;
+    Ok((std::fs::File::from(r), w))
+}
+
+/// Runs the shim; returns the process exit code.
+pub fn run(args: &ShimArgs) -> i32 {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    let fail = |message: String| {
+        report(&ShimReport::Failed { error: message });
+        1
+    };
+    let writer = match LogWriter::open(&args.log, args.max_log_bytes) {
+        Ok(w) => Arc::new(Mutex::new(w)),
+        Err(e) => return fail(format!("cannot open log {}: {e}", args.log.display())),
+    };
+    let (Ok((out_r, out_w)), Ok((err_r, err_w))) = (pipe(), pipe()) else {
+        return fail("cannot create stdio pipes".into());
+    };
+    let pid_file = args.bundle.join("init.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let status = Command::new(&args.runtime)
+        .arg("--root")
+        .arg(&args.root)
+        .arg("create")
+        .arg("--bundle")
+        .arg(&args.bundle)
+        .arg("--pid-file")
+        .arg(&pid_file)
+        .arg(&args.id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w))
+        .status();
+    // The write ends now live only in the container's init (and died with a failed create).
+    let readers = [
+        pump(out_r, Stream::Stdout, writer.clone(), tail.clone()),
+        pump(err_r, Stream::Stderr, writer.clone(), tail.clone()),
+    ];
+    let created = matches!(&status, Ok(s) if s.success());
+    if !created {
+        for r in readers {
+            let _ = r.join();
+        }
+        let said = tail
+            .lock()
+            .map(|t| String::from_utf8_lossy(&t).trim().to_string())
+            .unwrap_or_default();
+        return fail(match status {
+            Ok(s) => format!("{} create failed ({s}): {said}", args.runtime.display()),
+            Err(e) => format!("cannot run {}: {e}", args.runtime.display()),
+        });
+    }
+    let pid = match std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    {
+        Some(pid) => pid,
+        None => return fail("the runtime wrote no init pid".into()),
+    };
+    report(&ShimReport::Created { pid });
+
+    let (exit_code, signal) = reap(pid);
+    let record = ExitRecord {
+        exit_code,
+        signal,
+        finished_at: crate::shared::timestamp::now_unix(),
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    let tmp = args.exit_file.with_extension("tmp");
+    if let Ok(bytes) = serde_json::to_vec(&record) {
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &args.exit_file);
+        }
+    }
+    0
+}
+
+/// Waits for `pid` (our child as subreaper) and returns its exit code and signal; reaps any
+/// other orphan on the way.
+fn reap(pid: i32) -> (i32, Option<i32>) {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::Pid;
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(WaitStatus::Exited(p, code)) if p.as_raw() == pid => return (code, None),
+            Ok(WaitStatus::Signaled(p, sig, _)) if p.as_raw() == pid => {
+                return (128 + sig as i32, Some(sig as i32));
+            }
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => {
+                // Not our child (no subreaper): watch it instead.
+                while crate::daemon::runtime::process::alive(pid) {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                return (-1, None);
+            }
+        }
+    }
+}
