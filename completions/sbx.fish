@@ -39,7 +39,9 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "serve" -d 'Run the API daem
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l listen -d 'Address to listen on (port 0 picks a free port) [default: 127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l data-dir -d 'Directory for the database, the admin token and sandbox files [default: /var/lib/sbx as root]' -r -F
@@ -165,6 +167,219 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "revoke" -d 'Revoke every key with this name'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "create" -d 'Create a sandbox and wait until it is Ready'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "list" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "ls" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "get" -d 'Show one sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "delete" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "rm" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "pause" -d 'Pause (freeze) a sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "top" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l image -d 'Container image reference' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l limit -d 'Limits as KEY=VALUE[,KEY=VALUE] with keys cpu, memory, ephemeral-storage (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l env-file -d 'Env file (KEY=VALUE lines) read on the API host; a relative path is made absolute here' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l before-script -d 'Shell commands run before the sandbox reads Ready' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l egress -d 'Allow egress only to this IPv4 CIDR (repeatable); without any, egress is unrestricted' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l cap-add -d 'Capability to add back, e.g. NET_BIND_SERVICE (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l cap-drop -d 'Capability to drop (repeatable); the default drops ALL' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l backend -d 'Backend (default: the platform\'s)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l timeout -d 'How long to wait for Ready, e.g. 90s or 5m' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l no-egress -d 'Allow no egress at all'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l non-root -d 'Run as UID, GID and FSGroup 65532'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l container-non-root -d 'Run the container\'s user as UID 65532 (group unchanged)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l no-wait -d 'Return as soon as the server accepted the sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l wait -d 'Wait until the sandbox is Ready (the default)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s A -l all-namespaces -d 'List sandboxes of every namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s A -l all-namespaces -d 'List sandboxes of every namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s y -l yes -d 'Do not ask for confirmation'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -l timeout -d 'Kill the command after this many seconds (exit status 124)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s c -l container -d 'Container to read' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -l tail -d 'Trailing lines to print' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -l since -d 'Only lines newer than this, e.g. 10m, 1h or 30 (seconds)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "create" -d 'Create a sandbox and wait until it is Ready'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "list" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show one sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "delete" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "pause" -d 'Pause (freeze) a sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -176,12 +391,42 @@ complete -c sbx -n "__fish_sbx_using_subcommand completions" -s q -l quiet -d 'P
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l id -d 'Container id' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l bundle -d 'OCI bundle dir' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l runtime -d 'Runtime binary (runc or crun)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l root -d 'Runtime state root' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l log -d 'Log file' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l max-log-bytes -d 'Log size cap before rotation, bytes' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l exit-file -d 'Where the exit status is recorded' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "create" -d 'Create a sandbox and wait until it is Ready'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "list" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "get" -d 'Show one sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "delete" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "pause" -d 'Pause (freeze) a sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'

@@ -11,6 +11,14 @@ use crate::shared::models::health::{HealthResponse, RootInfo};
 use crate::shared::models::identity::{
     ApiKey, CreateKeyRequest, RevokeKeysResponse, WhoamiResponse,
 };
+use crate::shared::models::image::{
+    IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesResponse, PullImageRequest,
+};
+use crate::shared::models::sandbox::{
+    CreateSandboxRequest, CreateSandboxResponse, DeleteAllResponse, ExecRequest, ExecResponse,
+    LogsQuery, LogsResponse, PauseRequest, ResumeRequest, Sandbox, SandboxMetrics,
+};
+use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse};
 use crate::shared::paths::API_KEY_HEADER;
 
 /// Why a call failed.
@@ -172,6 +180,35 @@ impl ApiClient {
         let path = format!("/api/v1/keys/{}", encode_segment(name));
         self.send(self.request(Method::DELETE, &path)).await
     }
+
+    /// `GET /api/v1/images`.
+    pub async fn list_images(&self) -> ClientResult<Vec<ImageRecord>> {
+        self.send(self.request(Method::GET, "/api/v1/images")).await
+    }
+
+    /// `POST /api/v1/images/pull`.
+    pub async fn pull_image(&self, request: &PullImageRequest) -> ClientResult<ImageRecord> {
+        self.send_json(Method::POST, "/api/v1/images/pull", request)
+            .await
+    }
+
+    /// `POST /api/v1/images/import`: streams an open archive as the body, never buffering it;
+    /// `file_name` names images the archive names only by a tag.
+    pub async fn import_images(
+        &self,
+        archive: tokio::fs::File,
+        file_name: &str,
+    ) -> ClientResult<ImportImagesResponse> {
+        let path = format!(
+            "/api/v1/images/import?file_name={}",
+            encode_segment(file_name)
+        );
+        let builder = self
+            .request(Method::POST, &path)
+            .header(reqwest::header::CONTENT_TYPE, IMPORT_CONTENT_TYPE)
+            .body(reqwest::Body::from(archive));
+        self.send(builder).await
+    }
 }
 
 /// Percent-encodes one path segment.
@@ -185,4 +222,112 @@ pub fn encode_segment(segment: &str) -> String {
         }
     }
     out
+}
+
+/// Sandbox routes.
+impl ApiClient {
+    fn sandbox_path(name: &str, suffix: &str, namespace: &str) -> String {
+        format!(
+            "/api/v1/sandboxes/{}{suffix}?namespace={}",
+            encode_segment(name),
+            encode_segment(namespace)
+        )
+    }
+
+    /// `POST /api/v1/sandboxes`.
+    pub async fn create_sandbox(
+        &self,
+        request: &CreateSandboxRequest,
+    ) -> ClientResult<CreateSandboxResponse> {
+        self.send_json(Method::POST, "/api/v1/sandboxes", request)
+            .await
+    }
+
+    /// `GET /api/v1/sandboxes` of a namespace, or of all namespaces when `None`.
+    pub async fn list_sandboxes(&self, namespace: Option<&str>) -> ClientResult<Vec<Sandbox>> {
+        let path = match namespace {
+            Some(ns) => format!("/api/v1/sandboxes?namespace={}", encode_segment(ns)),
+            None => "/api/v1/sandboxes?all_namespaces=true".to_string(),
+        };
+        self.send(self.request(Method::GET, &path)).await
+    }
+
+    /// `GET /api/v1/sandboxes/{name}`.
+    pub async fn get_sandbox(&self, name: &str, namespace: &str) -> ClientResult<Sandbox> {
+        self.send(self.request(Method::GET, &Self::sandbox_path(name, "", namespace)))
+            .await
+    }
+
+    /// `DELETE /api/v1/sandboxes/{name}`.
+    pub async fn delete_sandbox(
+        &self,
+        name: &str,
+        namespace: &str,
+    ) -> ClientResult<MessageResponse> {
+        self.send(self.request(Method::DELETE, &Self::sandbox_path(name, "", namespace)))
+            .await
+    }
+
+    /// `DELETE /api/v1/sandboxes` (every sandbox of a namespace).
+    pub async fn delete_all_sandboxes(&self, namespace: &str) -> ClientResult<DeleteAllResponse> {
+        let path = format!("/api/v1/sandboxes?namespace={}", encode_segment(namespace));
+        self.send(self.request(Method::DELETE, &path)).await
+    }
+
+    /// `POST /api/v1/sandboxes/{name}/exec`.
+    pub async fn exec_sandbox(
+        &self,
+        name: &str,
+        namespace: &str,
+        request: &ExecRequest,
+    ) -> ClientResult<ExecResponse> {
+        self.send_json(
+            Method::POST,
+            &Self::sandbox_path(name, "/exec", namespace),
+            request,
+        )
+        .await
+    }
+
+    /// `GET /api/v1/sandboxes/{name}/logs`.
+    pub async fn sandbox_logs(&self, name: &str, query: &LogsQuery) -> ClientResult<LogsResponse> {
+        let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+        let path = format!(
+            "{}&container={}&tail={}&since={}",
+            Self::sandbox_path(name, "/logs", namespace),
+            encode_segment(&query.container),
+            query.tail,
+            query.since
+        );
+        self.send(self.request(Method::GET, &path)).await
+    }
+
+    /// `POST /api/v1/sandboxes/{name}/pause`.
+    pub async fn pause_sandbox(
+        &self,
+        name: &str,
+        request: &PauseRequest,
+    ) -> ClientResult<MessageResponse> {
+        let path = format!("/api/v1/sandboxes/{}/pause", encode_segment(name));
+        self.send_json(Method::POST, &path, request).await
+    }
+
+    /// `POST /api/v1/sandboxes/{name}/resume`.
+    pub async fn resume_sandbox(
+        &self,
+        name: &str,
+        request: &ResumeRequest,
+    ) -> ClientResult<MessageResponse> {
+        let path = format!("/api/v1/sandboxes/{}/resume", encode_segment(name));
+        self.send_json(Method::POST, &path, request).await
+    }
+
+    /// `GET /api/v1/sandboxes/metrics`.
+    pub async fn sandbox_metrics(&self, namespace: &str) -> ClientResult<Vec<SandboxMetrics>> {
+        let path = format!(
+            "/api/v1/sandboxes/metrics?namespace={}",
+            encode_segment(namespace)
+        );
+        self.send(self.request(Method::GET, &path)).await
+    }
 }

@@ -128,6 +128,10 @@ fn init_tracing(cli: &Cli) {
 /// Entry point of the binary: parse, set up, dispatch, map the outcome to an exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The shim is a plain synchronous process: no async runtime, no log subscriber.
+    if let Command::Shim(args) = &cli.command {
+        return ExitCode::from(crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8);
+    }
     init_tracing(&cli);
     let runtime = if matches!(cli.command, Command::Serve(_)) {
         tokio::runtime::Builder::new_multi_thread()

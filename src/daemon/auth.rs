@@ -97,6 +97,17 @@ impl Principal {
             .max()
     }
 
+    /// 403 `Forbidden` for principals that may only read (`read-only`).
+    pub fn require_write(&self) -> ServiceResult<()> {
+        match self.highest_role() {
+            Some(role) if role > Role::ReadOnly => Ok(()),
+            _ => Err(ServiceError::forbidden(format!(
+                "{} has the read-only role: this operation changes state",
+                self.subject
+            ))),
+        }
+    }
+
     /// 403 `Forbidden` unless the principal holds `role` (or higher) cluster-wide.
     pub fn require_cluster_role(&self, role: Role) -> ServiceResult<()> {
         match self.cluster_role {

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+use crate::daemon::runtime::engine::RuntimeConfig;
+use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::paths;
 
 /// Development allows unscoped tenant-role keys; production requires a tenant for tenant
@@ -103,6 +105,21 @@ pub struct FileConfig {
     pub mode: Option<Mode>,
     /// `local` or `kubernetes`.
     pub platform: Option<PlatformKind>,
+    /// `[runtime]`: the sbxd runtime (OCI runtime, log cap, exec limits).
+    pub runtime: Option<RuntimeConfig>,
+    /// `[network]`: sandbox networking on this host.
+    pub network: Option<NetworkConfig>,
+    /// `[images]`: image pulls.
+    pub images: Option<ImagesConfig>,
+}
+
+/// `[images]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImagesConfig {
+    /// Registries (`host:port`) reached over plain HTTP, e.g. a loopback test registry.
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
 }
 
 /// The resolved configuration of one `sbx serve` process.
@@ -116,6 +133,12 @@ pub struct Config {
     pub mode: Mode,
     /// Local or Kubernetes.
     pub platform: PlatformKind,
+    /// The sbxd runtime.
+    pub runtime: RuntimeConfig,
+    /// Sandbox networking.
+    pub network: NetworkConfig,
+    /// Image pulls.
+    pub images: ImagesConfig,
 }
 
 /// A configuration that cannot be used, with the reason.
@@ -164,6 +187,9 @@ impl Config {
                 .unwrap_or_else(paths::default_data_dir),
             mode: overrides.mode.or(file.mode).unwrap_or_default(),
             platform: overrides.platform.or(file.platform).unwrap_or_default(),
+            runtime: file.runtime.unwrap_or_default(),
+            network: file.network.unwrap_or_default(),
+            images: file.images.unwrap_or_default(),
         })
     }
 
@@ -174,6 +200,9 @@ impl Config {
             data_dir: data_dir.to_path_buf(),
             mode: Mode::Development,
             platform: PlatformKind::Local,
+            runtime: RuntimeConfig::default(),
+            network: NetworkConfig::default(),
+            images: ImagesConfig::default(),
         }
     }
 }

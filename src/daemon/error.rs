@@ -3,6 +3,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::daemon::platform::PlatformError;
 use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
 
 /// An error answered by a route.
@@ -112,6 +113,21 @@ pub fn envelope_response(status: StatusCode, code: ErrorCode, message: String) -
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// Platform failures: the caller's business keeps its message and gets its status; the rest
+/// is internal.
+impl From<PlatformError> for ServiceError {
+    fn from(e: PlatformError) -> Self {
+        match e {
+            PlatformError::NotFound(m) => ServiceError::not_found(m),
+            PlatformError::AlreadyExists(m) => ServiceError::conflict(m),
+            PlatformError::Invalid(m) => ServiceError::bad_request(m),
+            PlatformError::Conflict(m) => ServiceError::conflict(m),
+            PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
+            other => ServiceError::internal(other),
+        }
+    }
 }
 
 #[cfg(test)]

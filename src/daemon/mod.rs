@@ -15,7 +15,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::daemon::config::{Config, PlatformKind};
-use crate::daemon::platform::local::LocalPlatform;
+use crate::daemon::platform::local::{LocalPlatform, RuntimeSettings};
 use crate::daemon::platform::{Platform, PlatformError};
 use crate::daemon::state::AppState;
 
@@ -46,17 +46,27 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Opens the configured platform.
-pub fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeError> {
+/// Opens the configured platform and starts its runtime.
+pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeError> {
     match config.platform {
-        PlatformKind::Local => Ok(Arc::new(LocalPlatform::open(&config.data_dir)?)),
+        PlatformKind::Local => {
+            let mut platform = LocalPlatform::open(&config.data_dir)?;
+            platform
+                .start_runtime(RuntimeSettings {
+                    runtime: config.runtime.clone(),
+                    network: config.network.clone(),
+                    insecure_registries: config.images.insecure_registries.clone(),
+                })
+                .await;
+            Ok(Arc::new(platform))
+        }
         other => Err(ServeError::UnsupportedPlatform(other)),
     }
 }
 
 /// Prepares the state (platform, key mirror, first admin key) for a configuration.
 pub async fn prepare(config: Config) -> Result<AppState, ServeError> {
-    let platform = open_platform(&config)?;
+    let platform = open_platform(&config).await?;
     let state = AppState::new(config, platform);
     let startup = |e: error::ServiceError| ServeError::Startup(e.internal.unwrap_or(e.message));
     state.keys.reload().await.map_err(startup)?;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use crate::daemon::config::Config;
 use crate::daemon::platform::Platform;
 use crate::daemon::services::keys::KeyService;
+use crate::daemon::services::sandboxes::SandboxService;
 
 /// Cheap to clone: every field is shared.
 #[derive(Clone)]
@@ -14,6 +15,8 @@ pub struct AppState {
     pub platform: Arc<dyn Platform>,
     /// API keys: minting, revocation, authentication.
     pub keys: Arc<KeyService>,
+    /// Sandbox rules over the platform.
+    pub sandboxes: Arc<SandboxService>,
 }
 
 impl AppState {
@@ -21,10 +24,12 @@ impl AppState {
     pub fn new(config: Config, platform: Arc<dyn Platform>) -> AppState {
         let config = Arc::new(config);
         let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
+        let sandboxes = Arc::new(SandboxService::new(platform.clone(), config.mode));
         AppState {
             config,
             platform,
             keys,
+            sandboxes,
         }
     }
 }

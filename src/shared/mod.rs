@@ -5,4 +5,5 @@ pub mod models;
 pub mod names;
 pub mod paths;
 pub mod quantity;
+pub mod shell;
 pub mod timestamp;

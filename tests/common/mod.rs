@@ -2,6 +2,8 @@
 //! and hands out the real client and the real CLI pointed at it.
 #![allow(dead_code)]
 
+pub mod sbxd;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -175,4 +177,15 @@ pub fn cli(config_dir: &Path) -> assert_cmd::Command {
     }
     cmd.env("SBX_CONFIG_DIR", config_dir);
     cmd
+}
+
+/// The loopback test registry (`127.0.0.1:PORT`) that `scripts/registry start` runs and loads
+/// with the test images.
+pub fn test_registry() -> String {
+    match std::env::var("SBX_TEST_REGISTRY") {
+        Ok(address) if !address.trim().is_empty() => address.trim().to_string(),
+        _ => panic!(
+            "SBX_TEST_REGISTRY is not set: run scripts/test or `eval $(scripts/registry start)`"
+        ),
+    }
 }

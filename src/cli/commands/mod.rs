@@ -2,6 +2,7 @@
 pub mod completions;
 pub mod key;
 pub mod login;
+pub mod sandbox;
 pub mod serve;
 pub mod whoami;
 
@@ -24,7 +25,12 @@ pub enum Command {
     /// Mint, list and revoke API keys (admin)
     #[command(subcommand)]
     Key(key::KeyCommand),
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
     Completions(completions::CompletionsArgs),
+    /// Internal: the per-sandbox shim started by `sbx serve`
+    #[command(hide = true)]
+    Shim(crate::daemon::runtime::shim::ShimArgs),
 }
 
 /// What a client command needs: the resolved settings, a client and a printer.
@@ -62,5 +68,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Login(args) => login::run(&cli, args).await,
         Command::Whoami(args) => whoami::run(&Context::new(&cli)?, args).await,
         Command::Key(command) => key::run(&Context::new(&cli)?, command).await,
+        Command::Sandbox(command) => sandbox::run(&Context::new(&cli)?, command).await,
+        Command::Shim(args) => Ok(ExitCode::from(
+            crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,
+        )),
     }
 }

@@ -3,13 +3,32 @@
 //! in beside it.
 pub mod local;
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use crate::shared::models::identity::ApiKey;
+use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 
-/// A failure of the platform underneath a request; the message is for the log.
+/// A failure of the platform underneath a request. The first variants are the caller's
+/// business (their messages are sent); the rest are logged and answered as 5xx.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
+    /// The object does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// An object of that name exists already.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The request cannot be carried out as given.
+    #[error("{0}")]
+    Invalid(String),
+    /// The object's state does not allow the operation.
+    #[error("{0}")]
+    Conflict(String),
+    /// The platform cannot serve this now (runtime missing, cluster unreachable).
+    #[error("{0}")]
+    Unavailable(String),
     /// The state store failed.
     #[error("state store: {0}")]
     Store(String),
@@ -35,6 +54,39 @@ pub struct StoredKey {
     pub secret_sha256: [u8; 32],
 }
 
+/// A validated sandbox create, platform-neutral.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSandbox {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// Environment from the env file (`KEY=VALUE`), never logged.
+    pub env: Vec<String>,
+    /// Run before the sandbox reads Ready.
+    pub before_script: Option<String>,
+    /// CPU limit, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Writable-layer limit, bytes.
+    pub ephemeral_bytes: Option<u64>,
+    /// Egress allow-list (None: unrestricted; empty: none).
+    pub egress: Option<Vec<String>>,
+    /// User id of the main process and execs.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups (fsGroup).
+    pub additional_gids: Vec<u32>,
+    /// Capabilities kept, `CAP_*` names.
+    pub capabilities: Vec<String>,
+    /// Backend name.
+    pub backend: String,
+}
+
 /// Everything the service layer asks of a platform.
 #[async_trait]
 pub trait Platform: Send + Sync + 'static {
@@ -52,6 +104,40 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;
+
+    /// Creates a sandbox; it becomes Ready asynchronously.
+    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()>;
+    /// Sandboxes of one namespace, or of all when `None`.
+    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>>;
+    /// One sandbox.
+    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox>;
+    /// Deletes a sandbox and everything it made.
+    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+    /// Runs a shell command in a sandbox.
+    async fn exec_sandbox(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> PlatformResult<ExecResponse>;
+    /// A snapshot of a sandbox's log: the last `tail` lines of the last `since` seconds.
+    async fn sandbox_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<String>;
+    /// Freezes a sandbox.
+    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+    /// Thaws a sandbox.
+    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+    /// CPU and memory of the sandboxes of a namespace (all when `None`).
+    async fn sandbox_metrics(&self, namespace: Option<&str>)
+    -> PlatformResult<Vec<SandboxMetrics>>;
+    /// The longest exec this platform allows.
+    fn max_exec_timeout(&self) -> Duration;
 
     /// Stores the first admin token where only the service's operator can read it; returns
     /// a description of where (for the log and `sbx login --bootstrap`).

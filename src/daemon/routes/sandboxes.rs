@@ -1,20 +1,24 @@
 //! `/api/v1/sandboxes`: the sandbox lifecycle, exec, logs, metrics, pause/resume, fork and
-//! snapshot-of-a-sandbox routes. Their runtime lands with the sbxd issue; until then each
-//! answers 501 `NotImplemented` after authentication and body checks.
+//! snapshot-of-a-sandbox routes. Fork and snapshots land with the snapshot issue and answer
+//! 501 `NotImplemented` until then.
 use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
 use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
 
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Created, Json, Path, Query};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
     LogsResponse, PauseRequest, ResumeRequest, Sandbox, SandboxListQuery, SandboxMetrics,
 };
-use crate::shared::models::{MessageResponse, NamespaceQuery};
+use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse, NamespaceQuery};
 
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
@@ -42,6 +46,19 @@ fn pending(what: &str) -> ServiceError {
     ServiceError::not_implemented(what)
 }
 
+fn location(name: &str, namespace: &str) -> String {
+    format!("/api/v1/sandboxes/{name}?namespace={namespace}")
+}
+
+/// An optional JSON body: empty means the default.
+fn optional_body<T: DeserializeOwned + Default>(body: &Bytes) -> ServiceResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
+}
+
 /// Create a sandbox.
 #[utoipa::path(post, path = "/api/v1/sandboxes", tag = "sandboxes",
     request_body = CreateSandboxRequest,
@@ -52,20 +69,33 @@ fn pending(what: &str) -> ServiceError {
         (status = 403, description = "Role or tenant quota (`QuotaExceeded`)", body = ErrorEnvelope),
     ))]
 pub async fn create_sandbox(
-    _principal: Principal,
-    Json(_request): Json<CreateSandboxRequest>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(request): Json<CreateSandboxRequest>,
 ) -> ServiceResult<Created<CreateSandboxResponse>> {
-    Err(pending("sandbox create"))
+    principal.require_write()?;
+    let new = state.sandboxes.create(&request).await?;
+    Ok(Created {
+        location: location(&new.name, &new.namespace),
+        data: CreateSandboxResponse {
+            name: new.name,
+            namespace: new.namespace,
+            image: new.image,
+        },
+    })
 }
 
 /// List sandboxes of a namespace.
 #[utoipa::path(get, path = "/api/v1/sandboxes", tag = "sandboxes", params(SandboxListQuery),
     responses((status = 200, description = "Sandbox records", body = DataEnvelope<Vec<Sandbox>>)))]
 pub async fn list_sandboxes(
+    State(state): State<AppState>,
     _principal: Principal,
-    Query(_query): Query<SandboxListQuery>,
+    Query(query): Query<SandboxListQuery>,
 ) -> ServiceResult<Json<Vec<Sandbox>>> {
-    Err(pending("sandbox list"))
+    let namespace =
+        (!query.all_namespaces).then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
+    Ok(Json(state.platform.list_sandboxes(namespace).await?))
 }
 
 /// Get one sandbox.
@@ -76,11 +106,14 @@ pub async fn list_sandboxes(
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
     ))]
 pub async fn get_sandbox(
+    State(state): State<AppState>,
     _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<NamespaceQuery>,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Sandbox>> {
-    Err(pending("sandbox get"))
+    Ok(Json(
+        state.platform.get_sandbox(query.namespace(), &name).await?,
+    ))
 }
 
 /// Delete one sandbox. Irreversible.
@@ -91,21 +124,34 @@ pub async fn get_sandbox(
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
     ))]
 pub async fn delete_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<NamespaceQuery>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<MessageResponse>> {
-    Err(pending("sandbox delete"))
+    principal.require_write()?;
+    state
+        .platform
+        .delete_sandbox(query.namespace(), &name)
+        .await?;
+    Ok(Json(MessageResponse {
+        message: format!(
+            "sandbox '{name}' deleted from namespace '{}'",
+            query.namespace()
+        ),
+    }))
 }
 
 /// Delete every sandbox of a namespace. Irreversible.
 #[utoipa::path(delete, path = "/api/v1/sandboxes", tag = "sandboxes", params(NamespaceQuery),
     responses((status = 200, description = "Per-sandbox results", body = DataEnvelope<DeleteAllResponse>)))]
 pub async fn delete_all_sandboxes(
-    _principal: Principal,
-    Query(_query): Query<NamespaceQuery>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<DeleteAllResponse>> {
-    Err(pending("sandbox delete-all"))
+    principal.require_write()?;
+    Ok(Json(state.sandboxes.delete_all(query.namespace()).await?))
 }
 
 /// Run a shell command in a sandbox. A failing command is still a result, with its exit code.
@@ -114,16 +160,27 @@ pub async fn delete_all_sandboxes(
     request_body = ExecRequest,
     responses(
         (status = 200, description = "Exit code, stdout, stderr, duration", body = DataEnvelope<ExecResponse>),
-        (status = 400, description = "Missing `command`", body = ErrorEnvelope),
+        (status = 400, description = "Missing `command`, or `timeout_seconds` out of range", body = ErrorEnvelope),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
+        (status = 409, description = "The sandbox is paused or has failed", body = ErrorEnvelope),
     ))]
 pub async fn exec_in_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<NamespaceQuery>,
-    Json(_request): Json<ExecRequest>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
+    Json(request): Json<ExecRequest>,
 ) -> ServiceResult<Json<ExecResponse>> {
-    Err(pending("sandbox exec"))
+    principal.require_write()?;
+    let command = request
+        .require_command()
+        .map_err(ServiceError::bad_request)?;
+    Ok(Json(
+        state
+            .sandboxes
+            .exec(query.namespace(), &name, command, request.timeout_seconds)
+            .await?,
+    ))
 }
 
 /// A snapshot of a sandbox's logs (no live follow).
@@ -131,14 +188,29 @@ pub async fn exec_in_sandbox(
     params(("name" = String, Path, description = "Sandbox name"), LogsQuery),
     responses(
         (status = 200, description = "Log text", body = DataEnvelope<LogsResponse>),
+        (status = 400, description = "Unknown container", body = ErrorEnvelope),
         (status = 404, description = "No sandbox of this name in the namespace", body = ErrorEnvelope),
     ))]
 pub async fn sandbox_logs(
+    State(state): State<AppState>,
     _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<LogsQuery>,
+    Path(name): Path<String>,
+    Query(query): Query<LogsQuery>,
 ) -> ServiceResult<Json<LogsResponse>> {
-    Err(pending("sandbox logs"))
+    let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    // The sandbox must exist before its containers are discussed (404 first).
+    state.platform.get_sandbox(namespace, &name).await?;
+    if query.container != DEFAULT_LOG_CONTAINER {
+        return Err(ServiceError::bad_request(format!(
+            "sandbox '{name}' has no container '{}'; its container is '{DEFAULT_LOG_CONTAINER}'",
+            query.container
+        )));
+    }
+    let logs = state
+        .platform
+        .sandbox_logs(namespace, &name, query.tail as usize, query.since)
+        .await?;
+    Ok(Json(LogsResponse { logs }))
 }
 
 /// Pause a sandbox, optionally with a `pause` snapshot of its root.
@@ -148,12 +220,24 @@ pub async fn sandbox_logs(
     responses(
         (status = 200, description = "Paused", body = DataEnvelope<MessageResponse>),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
+        (status = 409, description = "The sandbox is not running", body = ErrorEnvelope),
     ))]
 pub async fn pause_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
-    Err(pending("sandbox pause"))
+    principal.require_write()?;
+    let request: PauseRequest = optional_body(&body)?;
+    if request.snapshot.is_some() {
+        return Err(pending("pause with a snapshot"));
+    }
+    let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    state.platform.pause_sandbox(namespace, &name).await?;
+    Ok(Json(MessageResponse {
+        message: format!("sandbox '{name}' paused"),
+    }))
 }
 
 /// Resume a paused sandbox.
@@ -163,12 +247,21 @@ pub async fn pause_sandbox(
     responses(
         (status = 200, description = "Resumed", body = DataEnvelope<MessageResponse>),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
+        (status = 409, description = "The sandbox is neither paused nor running", body = ErrorEnvelope),
     ))]
 pub async fn resume_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
-    Err(pending("sandbox resume"))
+    principal.require_write()?;
+    let request: ResumeRequest = optional_body(&body)?;
+    let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    state.platform.resume_sandbox(namespace, &name).await?;
+    Ok(Json(MessageResponse {
+        message: format!("sandbox '{name}' resumed"),
+    }))
 }
 
 /// Clone a sandbox into a new one (kql disk clone; sbxd copy-on-write, `warm` keeps memory).
@@ -212,8 +305,14 @@ pub async fn snapshot_sandbox(
 #[utoipa::path(get, path = "/api/v1/sandboxes/metrics", tag = "sandboxes", params(NamespaceQuery),
     responses((status = 200, description = "Metrics records", body = DataEnvelope<Vec<SandboxMetrics>>)))]
 pub async fn sandbox_metrics(
+    State(state): State<AppState>,
     _principal: Principal,
-    Query(_query): Query<NamespaceQuery>,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Vec<SandboxMetrics>>> {
-    Err(pending("sandbox metrics"))
+    Ok(Json(
+        state
+            .platform
+            .sandbox_metrics(Some(query.namespace()))
+            .await?,
+    ))
 }

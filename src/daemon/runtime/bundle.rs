@@ -8,9 +8,9 @@ use std::str::FromStr;
 use oci_spec::runtime::{
     Arch, Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
     LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType,
-    LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
-    LinuxSeccompBuilder, LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder,
-    PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec, UserBuilder,
+    LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompBuilder,
+    LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, Process,
+    ProcessBuilder, RootBuilder, Spec, UserBuilder,
 };
 
 use crate::daemon::runtime::RuntimeError;
@@ -122,7 +122,11 @@ fn caps(set: &[Capability], non_root: bool) -> Result<LinuxCapabilities, Runtime
     let all: HashSet<Capability> = set.iter().copied().collect();
     // A non-root process keeps capabilities across exec only through the ambient set,
     // which needs them inheritable too.
-    let carried: HashSet<Capability> = if non_root { all.clone() } else { HashSet::new() };
+    let carried: HashSet<Capability> = if non_root {
+        all.clone()
+    } else {
+        HashSet::new()
+    };
     LinuxCapabilitiesBuilder::default()
         .bounding(all.clone())
         .effective(all.clone())
@@ -163,7 +167,12 @@ fn bind(destination: &str, source: &Path) -> Result<Mount, RuntimeError> {
         .destination(PathBuf::from(destination))
         .typ("bind")
         .source(source.to_path_buf())
-        .options(vec!["rbind".to_string(), "ro".to_string(), "nosuid".to_string(), "nodev".to_string()])
+        .options(vec![
+            "rbind".to_string(),
+            "ro".to_string(),
+            "nosuid".to_string(),
+            "nodev".to_string(),
+        ])
         .build()
         .map_err(RuntimeError::spec)
 }
@@ -171,22 +180,85 @@ fn bind(destination: &str, source: &Path) -> Result<Mount, RuntimeError> {
 /// Syscalls refused by default, each unless the sandbox holds the capability that makes it
 /// legitimate (as Docker's default profile does).
 const SECCOMP_DENY: &[(&str, &[&str])] = &[
-    ("", &["acct", "add_key", "bpf", "create_module", "get_kernel_syms", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie", "nfsservctl", "perf_event_open", "query_module", "request_key", "uselib", "userfaultfd", "ustat", "vm86", "vm86old", "_sysctl", "sysfs"]),
-    ("SYS_ADMIN", &["mount", "umount", "umount2", "pivot_root", "setns", "unshare", "swapon", "swapoff", "open_by_handle_at", "name_to_handle_at", "quotactl", "fsopen", "fsmount", "fsconfig", "fspick", "move_mount", "open_tree"]),
-    ("SYS_MODULE", &["init_module", "finit_module", "delete_module"]),
+    (
+        "",
+        &[
+            "acct",
+            "add_key",
+            "bpf",
+            "create_module",
+            "get_kernel_syms",
+            "kexec_file_load",
+            "kexec_load",
+            "keyctl",
+            "lookup_dcookie",
+            "nfsservctl",
+            "perf_event_open",
+            "query_module",
+            "request_key",
+            "uselib",
+            "userfaultfd",
+            "ustat",
+            "vm86",
+            "vm86old",
+            "_sysctl",
+            "sysfs",
+        ],
+    ),
+    (
+        "SYS_ADMIN",
+        &[
+            "mount",
+            "umount",
+            "umount2",
+            "pivot_root",
+            "setns",
+            "unshare",
+            "swapon",
+            "swapoff",
+            "open_by_handle_at",
+            "name_to_handle_at",
+            "quotactl",
+            "fsopen",
+            "fsmount",
+            "fsconfig",
+            "fspick",
+            "move_mount",
+            "open_tree",
+        ],
+    ),
+    (
+        "SYS_MODULE",
+        &["init_module", "finit_module", "delete_module"],
+    ),
     ("SYS_BOOT", &["reboot"]),
-    ("SYS_TIME", &["settimeofday", "stime", "clock_settime", "clock_adjtime", "adjtimex"]),
-    ("SYS_PTRACE", &["ptrace", "process_vm_readv", "process_vm_writev", "kcmp"]),
+    (
+        "SYS_TIME",
+        &[
+            "settimeofday",
+            "stime",
+            "clock_settime",
+            "clock_adjtime",
+            "adjtimex",
+        ],
+    ),
+    (
+        "SYS_PTRACE",
+        &["ptrace", "process_vm_readv", "process_vm_writev", "kcmp"],
+    ),
     ("SYS_RAWIO", &["iopl", "ioperm"]),
-    ("SYS_NICE", &["mbind", "set_mempolicy", "move_pages", "get_mempolicy"]),
+    (
+        "SYS_NICE",
+        &["mbind", "set_mempolicy", "move_pages", "get_mempolicy"],
+    ),
 ];
 
 /// The default seccomp profile: allow, except the syscalls above return EPERM.
 pub fn default_seccomp(capabilities: &[Capability]) -> Result<LinuxSeccomp, RuntimeError> {
     let mut names: Vec<String> = Vec::new();
     for (cap, calls) in SECCOMP_DENY {
-        let granted = !cap.is_empty()
-            && parse_capability(cap).is_ok_and(|c| capabilities.contains(&c));
+        let granted =
+            !cap.is_empty() && parse_capability(cap).is_ok_and(|c| capabilities.contains(&c));
         if !granted {
             names.extend(calls.iter().map(|s| s.to_string()));
         }
@@ -199,7 +271,11 @@ pub fn default_seccomp(capabilities: &[Capability]) -> Result<LinuxSeccomp, Runt
         .map_err(RuntimeError::spec)?;
     LinuxSeccompBuilder::default()
         .default_action(LinuxSeccompAction::ScmpActAllow)
-        .architectures(vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32])
+        .architectures(vec![
+            Arch::ScmpArchX86_64,
+            Arch::ScmpArchX86,
+            Arch::ScmpArchX32,
+        ])
         .syscalls(vec![deny])
         .build()
         .map_err(RuntimeError::spec)
@@ -306,13 +382,24 @@ mod tests {
     fn capability_policy() {
         assert!(capability_set(None, None).unwrap().is_empty());
         let add = vec!["NET_BIND_SERVICE".to_string(), "cap_chown".to_string()];
-        assert_eq!(names(&capability_set(None, Some(&add)).unwrap()), ["CHOWN", "NET_BIND_SERVICE"]);
+        assert_eq!(
+            names(&capability_set(None, Some(&add)).unwrap()),
+            ["CHOWN", "NET_BIND_SERVICE"]
+        );
         let drop = vec!["NET_RAW".to_string()];
         let set = capability_set(Some(&drop), None).unwrap();
         assert_eq!(set.len(), DEFAULT_CAPS.len() - 1);
         assert!(!names(&set).contains(&"NET_RAW".to_string()));
-        assert!(capability_set(Some(&["ALL".to_string()]), None).unwrap().is_empty());
-        assert!(capability_set(None, Some(&["FLY".to_string()])).unwrap_err().contains("FLY"));
+        assert!(
+            capability_set(Some(&["ALL".to_string()]), None)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            capability_set(None, Some(&["FLY".to_string()]))
+                .unwrap_err()
+                .contains("FLY")
+        );
         assert!(capability_set(None, Some(&["ALL".to_string()])).is_err());
     }
 
@@ -344,16 +431,30 @@ mod tests {
         let json = serde_json::to_value(spec(&config).unwrap()).unwrap();
         assert_eq!(json["process"]["user"]["uid"], 65532);
         assert_eq!(json["process"]["noNewPrivileges"], true);
-        assert_eq!(json["process"]["capabilities"]["ambient"][0], "CAP_NET_BIND_SERVICE");
+        assert_eq!(
+            json["process"]["capabilities"]["ambient"][0],
+            "CAP_NET_BIND_SERVICE"
+        );
         assert_eq!(json["linux"]["resources"]["cpu"]["quota"], 50000);
         assert_eq!(json["linux"]["resources"]["memory"]["limit"], 64 << 20);
         let ns = json["linux"]["namespaces"].as_array().unwrap();
-        assert!(ns.iter().any(|n| n["type"] == "network" && n["path"] == "/run/netns/sbx-x"));
-        assert!(json["linux"]["seccomp"]["syscalls"][0]["names"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n == "mount"));
-        assert!(json["mounts"].as_array().unwrap().iter().any(|m| m["destination"] == "/etc/resolv.conf"));
+        assert!(
+            ns.iter()
+                .any(|n| n["type"] == "network" && n["path"] == "/run/netns/sbx-x")
+        );
+        assert!(
+            json["linux"]["seccomp"]["syscalls"][0]["names"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n == "mount")
+        );
+        assert!(
+            json["mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["destination"] == "/etc/resolv.conf")
+        );
     }
 }

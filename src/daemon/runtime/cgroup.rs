@@ -32,7 +32,9 @@ fn keyed(path: &Path, key: &str) -> Option<u64> {
 
 fn unified_root() -> Option<PathBuf> {
     let root = Path::new("/sys/fs/cgroup");
-    root.join("cgroup.controllers").exists().then(|| root.to_path_buf())
+    root.join("cgroup.controllers")
+        .exists()
+        .then(|| root.to_path_buf())
 }
 
 /// Reads the stats of the cgroup at `cgroups_path`; `None` when it does not exist.

@@ -130,19 +130,6 @@ fn mkdir_private(dir: &Path) -> Result<(), RuntimeError> {
         .map_err(|e| RuntimeError::io(&format!("create {}", dir.display()), e))
 }
 
-/// Quotes a word for `/bin/sh`.
-pub fn shell_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
-    {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
 async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut truncated = false;
@@ -170,7 +157,10 @@ impl Sbxd {
         network: NetworkConfig,
         insecure_registries: Vec<String>,
     ) -> Result<Sbxd, RuntimeError> {
-        let runc = Runc::new(config.oci_runtime, &data_dir.join("runtime").join(config.oci_runtime.binary()))?;
+        let runc = Runc::new(
+            config.oci_runtime,
+            &data_dir.join("runtime").join(config.oci_runtime.binary()),
+        )?;
         let images = ImageStore::open(&data_dir.join("images"), insecure_registries)?;
         let network = NetworkManager::new(network).await?;
         let sandboxes_dir = data_dir.join("sandboxes");
@@ -247,7 +237,8 @@ impl Sbxd {
         let dir = self.dir(&spec.id);
         mkdir_private(&dir)?;
         let _ = std::fs::remove_file(self.exit_path(&spec.id));
-        let egress = Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let egress =
+            Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
         let attachment = self.network.attach(&spec.id, spec.slot, &egress).await?;
 
         let etc = dir.join("etc");
@@ -346,7 +337,9 @@ impl Sbxd {
         // that it survives the daemon.
         unsafe {
             cmd.pre_exec(|| {
-                nix::unistd::setsid().map(drop).map_err(std::io::Error::from)
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
             });
         }
         let mut child = cmd
@@ -371,7 +364,11 @@ impl Sbxd {
         .await;
         match read {
             Ok(Ok(_)) => {}
-            _ => return Err(RuntimeError::Unavailable("the sandbox shim did not report".into())),
+            _ => {
+                return Err(RuntimeError::Unavailable(
+                    "the sandbox shim did not report".into(),
+                ));
+            }
         }
         match serde_json::from_str::<ShimReport>(line.trim()) {
             Ok(ShimReport::Created { pid }) => Ok(pid),
@@ -406,7 +403,7 @@ impl Sbxd {
             .take()
             .ok_or_else(|| RuntimeError::Corrupt("sandbox config has no process".into()))?;
         process.set_args(Some(vec!["/bin/sh".into(), "-c".into(), command.into()]));
-        let nonce = format!("{:x}", started.elapsed().as_nanos() ^ std::process::id() as u128 ^ rand_u64());
+        let nonce = format!("{:016x}", rand_u64());
         let process_path = dir.join(format!("exec-{nonce}.json"));
         let pid_path = dir.join(format!("exec-{nonce}.pid"));
         let json = serde_json::to_vec(&process).map_err(|e| RuntimeError::Spec(e.to_string()))?;
@@ -415,15 +412,28 @@ impl Sbxd {
         let pid_arg = pid_path.display().to_string();
         let mut child = self
             .runc
-            .command(&["exec", "--process", &process_arg, "--pid-file", &pid_arg, id])
+            .command(&[
+                "exec",
+                "--process",
+                &process_arg,
+                "--pid-file",
+                &pid_arg,
+                id,
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| RuntimeError::io("spawn runtime exec", e))?;
         let cap = self.config.exec_output_cap;
-        let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, cap)));
-        let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, cap)));
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(read_capped(s, cap)));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(read_capped(s, cap)));
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (status.ok(), false),
             Err(_) => {
@@ -440,11 +450,14 @@ impl Sbxd {
         let collect = |handle: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
             match handle {
                 // Descendants that outlive the command may hold the pipe: don't wait forever.
-                Some(h) => tokio::time::timeout(Duration::from_millis(if timed_out { 200 } else { 2000 }), h)
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default(),
+                Some(h) => tokio::time::timeout(
+                    Duration::from_millis(if timed_out { 200 } else { 2000 }),
+                    h,
+                )
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default(),
                 None => (Vec::new(), false),
             }
         };
@@ -456,9 +469,9 @@ impl Sbxd {
             124
         } else {
             match status {
-                Some(s) => s
-                    .code()
-                    .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
+                Some(s) => s.code().unwrap_or_else(|| {
+                    128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)
+                }),
                 None => -1,
             }
         };
@@ -497,7 +510,12 @@ impl Sbxd {
 
     /// A snapshot of the sandbox's log.
     pub fn logs(&self, id: &str, tail: usize, since_secs: u64) -> String {
-        logs::read(&self.log_path(id), tail, since_secs, time::OffsetDateTime::now_utc())
+        logs::read(
+            &self.log_path(id),
+            tail,
+            since_secs,
+            time::OffsetDateTime::now_utc(),
+        )
     }
 
     /// The sandbox's cgroup readings.
@@ -512,7 +530,11 @@ impl Sbxd {
 
     /// Stops the sandbox and removes its processes, mounts, cgroups and network; with
     /// `remove_files`, its directory too. Idempotent.
-    pub async fn teardown(&self, spec: &SandboxSpec, remove_files: bool) -> Result<(), RuntimeError> {
+    pub async fn teardown(
+        &self,
+        spec: &SandboxSpec,
+        remove_files: bool,
+    ) -> Result<(), RuntimeError> {
         let id = spec.id.as_str();
         if let Ok(Some(state)) = self.runc.state(id).await {
             if state.status == "paused" {
@@ -568,19 +590,4 @@ fn rand_u64() -> u64 {
     let mut buf = [0u8; 8];
     let _ = getrandom::fill(&mut buf);
     u64::from_le_bytes(buf)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_quoting() {
-        assert_eq!(shell_quote("uname"), "uname");
-        assert_eq!(shell_quote("-a"), "-a");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
-    }
 }

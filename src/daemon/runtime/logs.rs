@@ -111,7 +111,10 @@ impl LogWriter {
 
     fn rotate(&mut self) -> std::io::Result<()> {
         std::fs::rename(&self.path, rotated(&self.path))?;
-        self.file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
         self.size = 0;
         Ok(())
     }
@@ -185,9 +188,12 @@ mod tests {
         assert_eq!(text.trim_end().len(), MAX_ENTRY + 10);
 
         for i in 0..200 {
-            writer.write(Stream::Stdout, format!("line {i}\n").as_bytes()).unwrap();
+            writer
+                .write(Stream::Stdout, format!("line {i}\n").as_bytes())
+                .unwrap();
         }
-        let size = std::fs::metadata(&path).unwrap().len() + std::fs::metadata(rotated(&path)).unwrap().len();
+        let size = std::fs::metadata(&path).unwrap().len()
+            + std::fs::metadata(rotated(&path)).unwrap().len();
         assert!(size <= 2 * 4096 + 64, "capped: {size}");
         assert!(read(&path, 1, 0, now).contains("line 199"));
         assert!(read(&path, 0, 0, now).is_empty());

@@ -3,6 +3,7 @@
 //! logs. The engine (`engine`) drives them; the local platform owns state and the lifecycle.
 pub mod bundle;
 pub mod cgroup;
+pub mod engine;
 pub mod images;
 pub mod logs;
 pub mod network;
@@ -42,6 +43,12 @@ pub enum RuntimeError {
     /// The OCI configuration could not be built.
     #[error("OCI spec: {0}")]
     Spec(String),
+    /// The image could not be resolved.
+    #[error(transparent)]
+    Image(#[from] images::ImageError),
+    /// The network could not be set up.
+    #[error(transparent)]
+    Network(#[from] network::NetworkError),
 }
 
 impl RuntimeError {
@@ -58,4 +65,3 @@ impl RuntimeError {
         RuntimeError::Spec(e.to_string())
     }
 }
-

@@ -45,7 +45,11 @@ impl RootFs {
             .map_err(|e| RuntimeError::io("chown upper dir", e.into()))?;
         }
         // overlayfs lists lower dirs top first.
-        let lower: Vec<String> = lowers.iter().rev().map(|p| p.display().to_string()).collect();
+        let lower: Vec<String> = lowers
+            .iter()
+            .rev()
+            .map(|p| p.display().to_string())
+            .collect();
         let options = format!(
             "lowerdir={},upperdir={},workdir={}",
             lower.join(":"),
@@ -171,9 +175,13 @@ mod tests {
         std::fs::write(low.join("only-low"), "x").unwrap();
         std::fs::write(high.join("f"), "high").unwrap();
         let root = RootFs::under(&dir.path().join("sb"));
-        root.mount(&[low.clone(), high], Some((65532, 65532))).unwrap();
+        root.mount(&[low.clone(), high], Some((65532, 65532)))
+            .unwrap();
         assert!(root.is_mounted());
-        assert_eq!(std::fs::read_to_string(root.merged.join("f")).unwrap(), "high");
+        assert_eq!(
+            std::fs::read_to_string(root.merged.join("f")).unwrap(),
+            "high"
+        );
         std::fs::write(root.merged.join("new"), "w").unwrap();
         assert!(root.upper.join("new").exists());
         assert!(!low.join("new").exists());

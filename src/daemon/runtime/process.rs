@@ -49,7 +49,11 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
-            let Some(p) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
                 continue;
             };
             let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
@@ -82,7 +86,10 @@ pub fn kill_tree(pid: i32) {
     let mut all = descendants(pid);
     all.push(pid);
     for p in all {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }
 
@@ -113,7 +120,10 @@ mod tests {
             assert!(!alive(kid));
         }
 
-        let child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let waiter = tokio::spawn(wait_exit(pid));
         let mut child = child;

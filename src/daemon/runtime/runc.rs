@@ -214,7 +214,8 @@ fn crun_hybrid_fixup() -> Result<(), RuntimeError> {
         return Ok(());
     }
     let target = Path::new("/sys/fs/cgroup/hugetlb");
-    std::fs::create_dir_all(target).map_err(|e| RuntimeError::io("create hugetlb mount point", e))?;
+    std::fs::create_dir_all(target)
+        .map_err(|e| RuntimeError::io("create hugetlb mount point", e))?;
     nix::mount::mount(
         Some("cgroup"),
         target,

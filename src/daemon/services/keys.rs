@@ -14,7 +14,7 @@ use tokio::sync::RwLock;
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::{Platform, PlatformError, StoredKey};
+use crate::daemon::platform::{Platform, StoredKey};
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::names;
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
@@ -31,12 +31,6 @@ pub const BOOTSTRAP_KEY_NAME: &str = "bootstrap-admin";
 const ID_BYTES: usize = 8;
 const SECRET_BYTES: usize = 32;
 const SECONDS_PER_DAY: i64 = 86_400;
-
-impl From<PlatformError> for ServiceError {
-    fn from(e: PlatformError) -> Self {
-        ServiceError::internal(e)
-    }
-}
 
 /// Owns every API-key operation.
 pub struct KeyService {

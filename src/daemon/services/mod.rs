@@ -1,3 +1,4 @@
 //! The service layer: validation and policy over the platform seam, independent of HTTP
 //! details and of which platform runs underneath.
 pub mod keys;
+pub mod sandboxes;

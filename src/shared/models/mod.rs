@@ -1,6 +1,7 @@
 //! Request, response and record types of the whole API contract, one module per area.
 pub mod health;
 pub mod identity;
+pub mod image;
 pub mod install;
 pub mod node;
 pub mod sandbox;

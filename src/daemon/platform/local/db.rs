@@ -30,6 +30,23 @@ const MIGRATIONS: &[&str] = &[
         generation INTEGER NOT NULL DEFAULT 1,
         created    INTEGER NOT NULL
     );",
+    // 2: sandboxes of the sbxd runtime.
+    "CREATE TABLE sandboxes (
+        id            TEXT PRIMARY KEY,
+        namespace     TEXT NOT NULL,
+        name          TEXT NOT NULL,
+        image         TEXT NOT NULL,
+        backend       TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        ready         INTEGER NOT NULL DEFAULT 0,
+        restarts      INTEGER NOT NULL DEFAULT 0,
+        error_message TEXT NOT NULL DEFAULT '',
+        created       INTEGER NOT NULL,
+        slot          INTEGER NOT NULL UNIQUE,
+        pid           INTEGER,
+        spec          TEXT NOT NULL,
+        UNIQUE (namespace, name)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -1,23 +1,45 @@
-//! The local platform (embedded default): state in SQLite under the data dir.
+//! The local platform (embedded default): state in SQLite under the data dir, sandboxes on
+//! this host through the sbxd runtime.
 mod db;
+pub mod sandboxes;
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use crate::daemon::platform::{Platform, PlatformError, PlatformResult, StoredKey};
+use crate::daemon::platform::local::sandboxes::LocalSandboxes;
+use crate::daemon::platform::{NewSandbox, Platform, PlatformError, PlatformResult, StoredKey};
+use crate::daemon::runtime::engine::RuntimeConfig;
+use crate::daemon::runtime::engine::Sbxd;
+use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role};
+use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::paths::ADMIN_TOKEN_FILE;
 
 pub use db::{Db, SCHEMA_VERSION};
+
+/// Settings of the sbxd runtime on this host.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeSettings {
+    /// OCI runtime, logs, exec limits.
+    pub runtime: RuntimeConfig,
+    /// Sandbox networking.
+    pub network: NetworkConfig,
+    /// Registries reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+}
 
 /// State and sandboxes on this host.
 pub struct LocalPlatform {
     data_dir: PathBuf,
     db: Db,
+    sandboxes: OnceLock<Result<Arc<LocalSandboxes>, String>>,
+    max_exec: Duration,
 }
 
 impl LocalPlatform {
@@ -35,7 +57,46 @@ impl LocalPlatform {
         Ok(LocalPlatform {
             data_dir: data_dir.to_path_buf(),
             db,
+            sandboxes: OnceLock::new(),
+            max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
         })
+    }
+
+    /// Starts the sbxd runtime and reconciles sandboxes with the host. When the host cannot
+    /// run sandboxes (not root, runtime missing), the reason is kept and sandbox routes
+    /// answer 503 with it; everything else keeps working.
+    pub async fn start_runtime(&mut self, settings: RuntimeSettings) {
+        self.max_exec = Duration::from_secs(settings.runtime.max_exec_seconds);
+        let outcome = match Sbxd::new(
+            &self.data_dir,
+            settings.runtime,
+            settings.network,
+            settings.insecure_registries,
+        )
+        .await
+        {
+            Ok(sbxd) => LocalSandboxes::start(self.db.clone(), Arc::new(sbxd))
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(reason) = &outcome {
+            tracing::error!(%reason, "the sbxd runtime is unavailable; sandbox routes will answer 503");
+        }
+        let _ = self.sandboxes.set(outcome);
+    }
+
+    /// The sandbox manager, or why there is none.
+    pub fn sandboxes(&self) -> PlatformResult<&Arc<LocalSandboxes>> {
+        match self.sandboxes.get() {
+            Some(Ok(manager)) => Ok(manager),
+            Some(Err(reason)) => Err(PlatformError::Unavailable(format!(
+                "sandboxes are unavailable on this host: {reason}"
+            ))),
+            None => Err(PlatformError::Unavailable(
+                "the sandbox runtime is not started".to_string(),
+            )),
+        }
     }
 }
 
@@ -161,6 +222,65 @@ impl Platform for LocalPlatform {
                     .map(|found| found.is_some())
             })
             .await
+    }
+
+    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
+        self.sandboxes()?.create(new).await
+    }
+
+    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
+        Ok(self.sandboxes()?.list(namespace).await)
+    }
+
+    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        self.sandboxes()?.get(namespace, name).await
+    }
+
+    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.delete(namespace, name).await
+    }
+
+    async fn exec_sandbox(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> PlatformResult<ExecResponse> {
+        self.sandboxes()?
+            .exec(namespace, name, command, timeout)
+            .await
+    }
+
+    async fn sandbox_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<String> {
+        self.sandboxes()?
+            .logs(namespace, name, tail, since_secs)
+            .await
+    }
+
+    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.pause(namespace, name).await
+    }
+
+    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.resume(namespace, name).await
+    }
+
+    async fn sandbox_metrics(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<SandboxMetrics>> {
+        Ok(self.sandboxes()?.metrics(namespace).await)
+    }
+
+    fn max_exec_timeout(&self) -> Duration {
+        self.max_exec
     }
 
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {

@@ -1,0 +1,555 @@
+//! `sbx sandbox …`: create, list, get, delete, delete-all, exec, logs, pause, resume, metrics.
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Subcommand};
+
+use crate::cli::commands::Context;
+use crate::cli::output::{Detail, Row};
+use crate::shared::duration::parse_duration;
+use crate::shared::models::DEFAULT_NAMESPACE;
+use crate::shared::models::sandbox::{
+    CreateSandboxRequest, ExecRequest, LogsQuery, PauseRequest, ResourceLimits, ResumeRequest,
+    Sandbox, SandboxMetrics, SandboxStatus,
+};
+use crate::shared::shell;
+
+/// Manage sandboxes: create, inspect, run commands, read logs, pause, delete
+#[derive(Debug, Clone, Subcommand)]
+pub enum SandboxCommand {
+    Create(CreateArgs),
+    #[command(visible_alias = "ls")]
+    List(ListArgs),
+    Get(GetArgs),
+    #[command(visible_alias = "rm")]
+    Delete(DeleteArgs),
+    DeleteAll(DeleteAllArgs),
+    Exec(ExecArgs),
+    Logs(LogsArgs),
+    Pause(NameArgs),
+    Resume(ResumeArgs),
+    #[command(visible_alias = "top")]
+    Metrics(MetricsArgs),
+}
+
+/// The namespace option shared by every sandbox command.
+#[derive(Debug, Clone, Args)]
+pub struct NamespaceArg {
+    /// Namespace of the sandbox
+    #[arg(short = 'n', long, default_value = DEFAULT_NAMESPACE)]
+    pub namespace: String,
+}
+
+/// Create a sandbox and wait until it is Ready
+///
+/// Examples:
+///   sbx sandbox create demo --image 127.0.0.1:5000/sbx-test/busybox:latest
+///   sbx sandbox create job --image busybox --limit cpu=500m,memory=256Mi --non-root
+///   sbx sandbox create net --image busybox --egress 10.0.0.0/8 --egress 192.0.2.1/32
+#[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
+pub struct CreateArgs {
+    /// Sandbox name (lowercase letters, digits and '-')
+    pub name: String,
+    /// Container image reference
+    #[arg(long)]
+    pub image: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Limits as KEY=VALUE[,KEY=VALUE] with keys cpu, memory, ephemeral-storage (repeatable)
+    #[arg(long = "limit", value_name = "KEY=VALUE,...")]
+    pub limits: Vec<String>,
+    /// Env file (KEY=VALUE lines) read on the API host; a relative path is made absolute here
+    #[arg(long, value_name = "PATH")]
+    pub env_file: Option<String>,
+    /// Shell commands run before the sandbox reads Ready
+    #[arg(long, value_name = "SCRIPT")]
+    pub before_script: Option<String>,
+    /// Allow egress only to this IPv4 CIDR (repeatable); without any, egress is unrestricted
+    #[arg(long = "egress", value_name = "CIDR", conflicts_with = "no_egress")]
+    pub egress: Vec<String>,
+    /// Allow no egress at all
+    #[arg(long)]
+    pub no_egress: bool,
+    /// Run as UID, GID and FSGroup 65532
+    #[arg(long)]
+    pub non_root: bool,
+    /// Run the container's user as UID 65532 (group unchanged)
+    #[arg(long)]
+    pub container_non_root: bool,
+    /// Capability to add back, e.g. NET_BIND_SERVICE (repeatable)
+    #[arg(long = "cap-add", value_name = "CAP")]
+    pub cap_add: Vec<String>,
+    /// Capability to drop (repeatable); the default drops ALL
+    #[arg(long = "cap-drop", value_name = "CAP")]
+    pub cap_drop: Vec<String>,
+    /// Backend (default: the platform's)
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Return as soon as the server accepted the sandbox
+    #[arg(long, overrides_with = "wait")]
+    pub no_wait: bool,
+    /// Wait until the sandbox is Ready (the default)
+    #[arg(long)]
+    pub wait: bool,
+    /// How long to wait for Ready, e.g. 90s or 5m
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub timeout: String,
+}
+
+/// List sandboxes
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// Namespace to list
+    #[arg(short = 'n', long, default_value = DEFAULT_NAMESPACE, conflicts_with = "all_namespaces")]
+    pub namespace: String,
+    /// List sandboxes of every namespace
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+}
+
+/// Show one sandbox
+#[derive(Debug, Clone, Args)]
+pub struct GetArgs {
+    /// Sandbox name
+    pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+}
+
+/// Delete sandboxes (irreversible)
+#[derive(Debug, Clone, Args)]
+pub struct DeleteArgs {
+    /// Sandbox names
+    #[arg(required = true)]
+    pub names: Vec<String>,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+}
+
+/// Delete every sandbox of a namespace (irreversible; asks on a terminal)
+#[derive(Debug, Clone, Args)]
+pub struct DeleteAllArgs {
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Do not ask for confirmation
+    #[arg(short, long)]
+    pub yes: bool,
+}
+
+/// Run a command in a sandbox; exits with the command's exit status
+///
+/// Examples:
+///   sbx sandbox exec demo -- uname -a
+///   sbx sandbox exec demo -- sh -c 'echo $HOSTNAME; ls /tmp'
+#[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ExecArgs {
+    /// Sandbox name
+    pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Kill the command after this many seconds (exit status 124)
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// The command and its arguments (after --)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Print a snapshot of a sandbox's log
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    /// Sandbox name
+    pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Container to read
+    #[arg(short = 'c', long, default_value = "sandbox")]
+    pub container: String,
+    /// Trailing lines to print
+    #[arg(long, default_value_t = 200)]
+    pub tail: u64,
+    /// Only lines newer than this, e.g. 10m, 1h or 30 (seconds)
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+}
+
+/// Pause (freeze) a sandbox
+#[derive(Debug, Clone, Args)]
+pub struct NameArgs {
+    /// Sandbox name
+    pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+}
+
+/// Resume a paused sandbox
+#[derive(Debug, Clone, Args)]
+pub struct ResumeArgs {
+    /// Sandbox name
+    pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+}
+
+/// CPU and memory use of the sandboxes of a namespace
+#[derive(Debug, Clone, Args)]
+pub struct MetricsArgs {
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+}
+
+fn status_text(status: SandboxStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+impl Row for Sandbox {
+    fn headers(wide: bool) -> Vec<&'static str> {
+        let mut h = vec![
+            "NAMESPACE",
+            "NAME",
+            "STATUS",
+            "READY",
+            "RESTARTS",
+            "AGE",
+            "IMAGE",
+        ];
+        if wide {
+            h.extend(["BACKEND", "ERROR"]);
+        }
+        h
+    }
+
+    fn cells(&self, wide: bool) -> Vec<String> {
+        let mut c = vec![
+            self.namespace.clone(),
+            self.name.clone(),
+            status_text(self.status),
+            self.ready.clone(),
+            self.restarts.to_string(),
+            self.age.clone(),
+            self.image.clone(),
+        ];
+        if wide {
+            c.push(self.backend.clone());
+            c.push(self.error_message.clone());
+        }
+        c
+    }
+}
+
+impl Detail for Sandbox {
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut f = vec![
+            ("Name", self.name.clone()),
+            ("Namespace", self.namespace.clone()),
+            ("Status", status_text(self.status)),
+            ("Ready", self.ready.clone()),
+            ("Restarts", self.restarts.to_string()),
+            ("Age", self.age.clone()),
+            ("Image", self.image.clone()),
+            ("Backend", self.backend.clone()),
+        ];
+        if !self.error_message.is_empty() {
+            f.push(("Error", self.error_message.clone()));
+        }
+        f
+    }
+}
+
+impl Row for SandboxMetrics {
+    fn headers(_wide: bool) -> Vec<&'static str> {
+        vec!["NAME", "CPU", "MEMORY"]
+    }
+
+    fn cells(&self, _wide: bool) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.cpu_usage.clone(),
+            self.memory_usage.clone(),
+        ]
+    }
+}
+
+/// Parses `--limit cpu=500m,memory=512Mi` (repeatable) into the API's limits.
+pub fn parse_limits(values: &[String]) -> Result<Option<ResourceLimits>> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let mut limits = ResourceLimits::default();
+    for pair in values.iter().flat_map(|v| v.split(',')) {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--limit '{pair}': expected KEY=VALUE"))?;
+        let value = Some(value.trim().to_string());
+        match key.trim() {
+            "cpu" => limits.cpu = value,
+            "memory" => limits.memory = value,
+            "ephemeral-storage" => limits.ephemeral_storage = value,
+            other => bail!("--limit: unknown key '{other}' (use cpu, memory, ephemeral-storage)"),
+        }
+    }
+    Ok(Some(limits))
+}
+
+fn spinner(ctx: &Context, message: String) -> Option<indicatif::ProgressBar> {
+    if !ctx.printer.show_progress() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message);
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(bar)
+}
+
+async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
+    let timeout = parse_duration(&args.timeout).context("--timeout")?;
+    let env_file = match &args.env_file {
+        Some(path) if !path.starts_with('/') => Some(
+            std::path::absolute(path)
+                .with_context(|| format!("--env-file {path}"))?
+                .display()
+                .to_string(),
+        ),
+        other => other.clone(),
+    };
+    let request = CreateSandboxRequest {
+        name: Some(args.name.clone()),
+        image: Some(args.image.clone()),
+        namespace: Some(args.ns.namespace.clone()),
+        env_file,
+        before_script: args.before_script.clone(),
+        limits: parse_limits(&args.limits)?,
+        egress_whitelist: if args.no_egress {
+            Some(Vec::new())
+        } else if args.egress.is_empty() {
+            None
+        } else {
+            Some(args.egress.clone())
+        },
+        pod_non_root: args.non_root,
+        container_non_root: args.container_non_root,
+        cap_drop: (!args.cap_drop.is_empty()).then(|| args.cap_drop.clone()),
+        cap_add: (!args.cap_add.is_empty()).then(|| args.cap_add.clone()),
+        backend: args.backend.clone(),
+    };
+    let created = ctx.client.create_sandbox(&request).await?;
+    if args.no_wait {
+        ctx.printer.status(&format!(
+            "sandbox/{} created (not waiting for Ready)",
+            created.name
+        ));
+        let sandbox = ctx
+            .client
+            .get_sandbox(&created.name, &created.namespace)
+            .await?;
+        ctx.printer.detail(&sandbox)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bar = spinner(ctx, format!("creating sandbox/{}", created.name));
+    let started = Instant::now();
+    let sandbox = loop {
+        let sandbox = ctx
+            .client
+            .get_sandbox(&created.name, &created.namespace)
+            .await?;
+        match sandbox.status {
+            SandboxStatus::Running if sandbox.ready == "True" => break sandbox,
+            SandboxStatus::Failed => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                bail!("sandbox {} failed: {}", sandbox.name, sandbox.error_message);
+            }
+            _ if started.elapsed() > timeout => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                bail!(
+                    "sandbox {} is not Ready after {:?} (status {})",
+                    sandbox.name,
+                    timeout,
+                    status_text(sandbox.status)
+                );
+            }
+            _ => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    ctx.printer.status(&format!(
+        "sandbox/{} ready in {:.1}s",
+        sandbox.name,
+        started.elapsed().as_secs_f64()
+    ));
+    ctx.printer.detail(&sandbox)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn confirm(question: &str) -> Result<bool> {
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .context("reading the answer")?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES"))
+}
+
+/// Runs a sandbox subcommand.
+pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
+    match command {
+        SandboxCommand::Create(args) => return create(ctx, args).await,
+        SandboxCommand::List(args) => {
+            let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+            let sandboxes = ctx.client.list_sandboxes(namespace).await?;
+            ctx.printer.list(&sandboxes)?;
+        }
+        SandboxCommand::Get(args) => {
+            let sandbox = ctx
+                .client
+                .get_sandbox(&args.name, &args.ns.namespace)
+                .await?;
+            ctx.printer.detail(&sandbox)?;
+        }
+        SandboxCommand::Delete(args) => {
+            for name in &args.names {
+                let done = ctx.client.delete_sandbox(name, &args.ns.namespace).await?;
+                if ctx.printer.is_table() {
+                    println!("{}", done.message);
+                } else {
+                    ctx.printer.structured(&done)?;
+                }
+            }
+        }
+        SandboxCommand::DeleteAll(args) => {
+            if !args.yes && std::io::stdin().is_terminal() {
+                let question = format!(
+                    "Delete every sandbox in namespace '{}'? This cannot be undone.",
+                    args.ns.namespace
+                );
+                if !confirm(&question)? {
+                    bail!("cancelled");
+                }
+            }
+            let done = ctx.client.delete_all_sandboxes(&args.ns.namespace).await?;
+            if ctx.printer.is_table() {
+                for r in &done.results {
+                    match &r.error {
+                        None => println!("deleted {}", r.name),
+                        Some(e) => println!("failed  {}: {e}", r.name),
+                    }
+                }
+                ctx.printer.status(&done.message);
+                if done.results.iter().any(|r| !r.success) {
+                    return Ok(ExitCode::FAILURE);
+                }
+            } else {
+                ctx.printer.structured(&done)?;
+            }
+        }
+        SandboxCommand::Exec(args) => {
+            let request = ExecRequest {
+                command: Some(shell::join(&args.command)),
+                timeout_seconds: args.timeout,
+            };
+            let result = ctx
+                .client
+                .exec_sandbox(&args.name, &args.ns.namespace, &request)
+                .await?;
+            if ctx.printer.is_table() {
+                print!("{}", result.stdout);
+                eprint!("{}", result.stderr);
+                std::io::stdout().flush().ok();
+                if result.timed_out {
+                    ctx.printer.status(&format!(
+                        "sbx: command timed out after {} ms",
+                        result.duration_ms
+                    ));
+                }
+                if result.truncated {
+                    ctx.printer
+                        .status("sbx: output was truncated by the server's cap");
+                }
+            } else {
+                ctx.printer.structured(&result)?;
+            }
+            let code = if (0..=255).contains(&result.exit_code) {
+                result.exit_code as u8
+            } else {
+                1
+            };
+            return Ok(ExitCode::from(code));
+        }
+        SandboxCommand::Logs(args) => {
+            let since = match &args.since {
+                Some(text) => parse_duration(text).context("--since")?.as_secs(),
+                None => 0,
+            };
+            let query = LogsQuery {
+                namespace: Some(args.ns.namespace.clone()),
+                container: args.container.clone(),
+                tail: args.tail,
+                since,
+            };
+            let logs = ctx.client.sandbox_logs(&args.name, &query).await?;
+            if ctx.printer.is_table() {
+                print!("{}", logs.logs);
+            } else {
+                ctx.printer.structured(&logs)?;
+            }
+        }
+        SandboxCommand::Pause(args) => {
+            let request = PauseRequest {
+                namespace: Some(args.ns.namespace.clone()),
+                snapshot: None,
+            };
+            let done = ctx.client.pause_sandbox(&args.name, &request).await?;
+            ctx.printer.status(&done.message);
+        }
+        SandboxCommand::Resume(args) => {
+            let request = ResumeRequest {
+                namespace: Some(args.ns.namespace.clone()),
+            };
+            let done = ctx.client.resume_sandbox(&args.name, &request).await?;
+            ctx.printer.status(&done.message);
+        }
+        SandboxCommand::Metrics(args) => {
+            let metrics = ctx.client.sandbox_metrics(&args.ns.namespace).await?;
+            ctx.printer.list(&metrics)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_flags() {
+        let limits = parse_limits(&[
+            "cpu=500m,memory=512Mi".into(),
+            "ephemeral-storage=1Gi".into(),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(limits.cpu.as_deref(), Some("500m"));
+        assert_eq!(limits.memory.as_deref(), Some("512Mi"));
+        assert_eq!(limits.ephemeral_storage.as_deref(), Some("1Gi"));
+        assert!(parse_limits(&[]).unwrap().is_none());
+        assert!(parse_limits(&["gpu=1".into()]).is_err());
+        assert!(parse_limits(&["cpu".into()]).is_err());
+    }
+}

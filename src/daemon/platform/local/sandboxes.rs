@@ -1,0 +1,889 @@
+//! Sandboxes on the local platform: records in SQLite (mirrored in memory for fast reads),
+//! the sbxd engine underneath, a supervisor per sandbox, and reconciliation at start-up.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use rusqlite::params;
+use tokio::sync::{Mutex, RwLock, watch};
+
+use crate::daemon::platform::local::db::Db;
+use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
+use crate::daemon::runtime::engine::{SandboxSpec, Sbxd};
+use crate::daemon::runtime::{RuntimeError, process};
+use crate::shared::duration::format_age;
+use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
+use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
+use crate::shared::timestamp::now_unix;
+
+/// Restarts in a row (each after less than [`STABLE_AFTER`] of running) before a sandbox is
+/// declared Failed.
+pub const MAX_QUICK_RESTARTS: u32 = 5;
+/// A main process that ran this long resets the crash-loop count.
+pub const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// How often writable layers are measured against `ephemeral-storage`.
+pub const EVICTION_INTERVAL: Duration = Duration::from_secs(10);
+
+/// One sandbox as stored.
+#[derive(Debug, Clone)]
+struct Record {
+    spec: SandboxSpec,
+    backend: String,
+    status: SandboxStatus,
+    ready: bool,
+    restarts: u32,
+    error_message: String,
+    created: i64,
+    pid: Option<i32>,
+}
+
+impl Record {
+    fn view(&self, now: i64) -> Sandbox {
+        Sandbox {
+            name: self.spec.name.clone(),
+            namespace: self.spec.namespace.clone(),
+            status: self.status,
+            ready: if self.ready { "True" } else { "False" }.to_string(),
+            restarts: self.restarts as i32,
+            age: format_age((now - self.created).max(0) as u64),
+            image: self.spec.image.clone(),
+            error_message: self.error_message.clone(),
+            backend: self.backend.clone(),
+        }
+    }
+}
+
+/// Per-sandbox coordination: one lifecycle operation at a time, and a flag telling the
+/// supervisor that an exit is intended.
+struct Live {
+    lock: Mutex<()>,
+    stopping: AtomicBool,
+    phase: watch::Sender<SandboxStatus>,
+}
+
+/// The local sandbox manager.
+pub struct LocalSandboxes {
+    db: Db,
+    sbxd: Arc<Sbxd>,
+    records: RwLock<BTreeMap<(String, String), Record>>,
+    live: StdMutex<HashMap<String, Arc<Live>>>,
+    cpu_samples: StdMutex<HashMap<String, (Instant, u64)>>,
+}
+
+fn status_text(status: SandboxStatus) -> &'static str {
+    match status {
+        SandboxStatus::Pending => "Pending",
+        SandboxStatus::Running => "Running",
+        SandboxStatus::Paused => "Paused",
+        SandboxStatus::Failed => "Failed",
+        SandboxStatus::Terminating => "Terminating",
+    }
+}
+
+fn parse_status(text: &str) -> SandboxStatus {
+    match text {
+        "Running" => SandboxStatus::Running,
+        "Paused" => SandboxStatus::Paused,
+        "Failed" => SandboxStatus::Failed,
+        "Terminating" => SandboxStatus::Terminating,
+        _ => SandboxStatus::Pending,
+    }
+}
+
+fn runtime_error(e: RuntimeError) -> PlatformError {
+    match e {
+        RuntimeError::Invalid(m) => PlatformError::Invalid(m),
+        RuntimeError::Unavailable(m) => PlatformError::Unavailable(m),
+        other => PlatformError::Store(other.to_string()),
+    }
+}
+
+fn new_id() -> String {
+    let mut buf = [0u8; 5];
+    let _ = getrandom::fill(&mut buf);
+    hex::encode(buf)
+}
+
+impl LocalSandboxes {
+    /// Loads the records and reconciles them with what is really running.
+    pub async fn start(db: Db, sbxd: Arc<Sbxd>) -> PlatformResult<Arc<LocalSandboxes>> {
+        let rows = db
+            .call(|conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT spec, backend, status, ready, restarts, error_message, created, pid \
+                     FROM sandboxes",
+                )?;
+                let rows = stmt.query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, bool>(3)?,
+                        row.get::<_, u32>(4)?,
+                        row.get::<_, String>(5)?,
+                        row.get::<_, i64>(6)?,
+                        row.get::<_, Option<i32>>(7)?,
+                    ))
+                })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        let mut records = BTreeMap::new();
+        for (spec, backend, status, ready, restarts, error_message, created, pid) in rows {
+            let spec: SandboxSpec = serde_json::from_str(&spec)
+                .map_err(|e| PlatformError::Store(format!("sandbox record: {e}")))?;
+            records.insert(
+                (spec.namespace.clone(), spec.name.clone()),
+                Record {
+                    spec,
+                    backend,
+                    status: parse_status(&status),
+                    ready,
+                    restarts,
+                    error_message,
+                    created,
+                    pid,
+                },
+            );
+        }
+        let manager = Arc::new(LocalSandboxes {
+            db,
+            sbxd,
+            records: RwLock::new(records),
+            live: StdMutex::new(HashMap::new()),
+            cpu_samples: StdMutex::new(HashMap::new()),
+        });
+        manager.reconcile().await;
+        tokio::spawn(manager.clone().eviction_loop());
+        Ok(manager)
+    }
+
+    fn live(&self, id: &str, status: SandboxStatus) -> Arc<Live> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.entry(id.to_string())
+            .or_insert_with(|| {
+                Arc::new(Live {
+                    lock: Mutex::new(()),
+                    stopping: AtomicBool::new(false),
+                    phase: watch::channel(status).0,
+                })
+            })
+            .clone()
+    }
+
+    async fn record(&self, namespace: &str, name: &str) -> PlatformResult<Record> {
+        self.records
+            .read()
+            .await
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                PlatformError::NotFound(format!(
+                    "sandbox '{name}' not found in namespace '{namespace}'"
+                ))
+            })
+    }
+
+    /// Applies `change` to the record (memory and database) and publishes the new phase.
+    async fn update(
+        &self,
+        spec: &SandboxSpec,
+        change: impl FnOnce(&mut Record),
+    ) -> PlatformResult<()> {
+        let key = (spec.namespace.clone(), spec.name.clone());
+        let snapshot = {
+            let mut records = self.records.write().await;
+            let Some(record) = records.get_mut(&key) else {
+                return Ok(());
+            };
+            change(record);
+            record.clone()
+        };
+        self.live(&spec.id, snapshot.status)
+            .phase
+            .send_replace(snapshot.status);
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE sandboxes SET status = ?2, ready = ?3, restarts = ?4, \
+                     error_message = ?5, pid = ?6 WHERE id = ?1",
+                    params![
+                        snapshot.spec.id,
+                        status_text(snapshot.status),
+                        snapshot.ready,
+                        snapshot.restarts,
+                        snapshot.error_message,
+                        snapshot.pid,
+                    ],
+                )
+                .map(drop)
+            })
+            .await
+    }
+
+    /// Stores a new sandbox (Pending) and starts provisioning it.
+    pub async fn create(self: &Arc<Self>, new: NewSandbox) -> PlatformResult<()> {
+        let record = {
+            let mut records = self.records.write().await;
+            let key = (new.namespace.clone(), new.name.clone());
+            if records.contains_key(&key) {
+                return Err(PlatformError::AlreadyExists(format!(
+                    "sandbox '{}' already exists in namespace '{}'",
+                    new.name, new.namespace
+                )));
+            }
+            let mut used: Vec<u32> = records.values().map(|r| r.spec.slot).collect();
+            used.sort_unstable();
+            let slot = used
+                .iter()
+                .enumerate()
+                .find(|(i, s)| **s != *i as u32)
+                .map(|(i, _)| i as u32)
+                .unwrap_or(used.len() as u32);
+            let record = Record {
+                spec: SandboxSpec {
+                    id: new_id(),
+                    namespace: new.namespace,
+                    name: new.name,
+                    image: new.image,
+                    env: new.env,
+                    before_script: new.before_script,
+                    cpu_millis: new.cpu_millis,
+                    memory_bytes: new.memory_bytes,
+                    ephemeral_bytes: new.ephemeral_bytes,
+                    egress: new.egress,
+                    uid: new.uid,
+                    gid: new.gid,
+                    additional_gids: new.additional_gids,
+                    capabilities: new.capabilities,
+                    slot,
+                },
+                backend: new.backend,
+                status: SandboxStatus::Pending,
+                ready: false,
+                restarts: 0,
+                error_message: String::new(),
+                created: now_unix(),
+                pid: None,
+            };
+            let row = record.clone();
+            let spec_json = serde_json::to_string(&row.spec)
+                .map_err(|e| PlatformError::Store(e.to_string()))?;
+            self.db
+                .call(move |conn| {
+                    conn.execute(
+                        "INSERT INTO sandboxes (id, namespace, name, image, backend, status, \
+                         ready, restarts, error_message, created, slot, pid, spec) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'Pending', 0, 0, '', ?6, ?7, NULL, ?8)",
+                        params![
+                            row.spec.id,
+                            row.spec.namespace,
+                            row.spec.name,
+                            row.spec.image,
+                            row.backend,
+                            row.created,
+                            row.spec.slot,
+                            spec_json,
+                        ],
+                    )
+                    .map(drop)
+                })
+                .await?;
+            records.insert(key, record.clone());
+            record
+        };
+        tracing::info!(sandbox = %record.spec.id, namespace = %record.spec.namespace, name = %record.spec.name, image = %record.spec.image, "creating sandbox");
+        let live = self.live(&record.spec.id, SandboxStatus::Pending);
+        let manager = self.clone();
+        tokio::spawn(async move {
+            let _guard = live.lock.lock().await;
+            manager.provision(&record.spec).await;
+        });
+        Ok(())
+    }
+
+    /// Brings a sandbox from nothing to Running (and Ready after its before_script), or to
+    /// Failed with the reason. Caller holds the sandbox's lock.
+    fn provision<'a>(self: &'a Arc<Self>, spec: &'a SandboxSpec) -> BoxFuture<'a, ()> {
+        async move {
+        let started = Instant::now();
+        match self.sbxd.provision(spec).await {
+            Ok(started_sandbox) => {
+                let pid = started_sandbox.pid;
+                let ready = spec.before_script.is_none();
+                let _ = self
+                    .update(spec, |r: &mut Record| {
+                        r.status = SandboxStatus::Running;
+                        r.pid = Some(pid);
+                        r.ready = ready;
+                        r.error_message.clear();
+                    })
+                    .await;
+                tracing::info!(sandbox = %spec.id, pid, elapsed_ms = started.elapsed().as_millis() as u64, "sandbox started");
+                self.clone().supervise(spec.clone(), pid);
+                if let Some(script) = spec.before_script.as_deref() {
+                    self.run_before_script(spec, script).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(sandbox = %spec.id, error = %e, "sandbox failed to start");
+                let message = format!("sandbox failed to start: {e}");
+                let _ = self
+                    .update(spec, |r: &mut Record| {
+                        r.status = SandboxStatus::Failed;
+                        r.ready = false;
+                        r.pid = None;
+                        r.error_message = message;
+                    })
+                    .await;
+            }
+        }
+            }
+        .boxed()
+    }
+
+    fn run_before_script<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a SandboxSpec,
+        script: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        async move {
+            let timeout = Duration::from_secs(self.sbxd.config().max_exec_seconds);
+            let result = self.sbxd.exec(&spec.id, script, timeout).await;
+            let failure = match result {
+                Ok(r) if r.exit_code == 0 => None,
+                Ok(r) => {
+                    let said: String = r
+                        .stderr
+                        .trim()
+                        .chars()
+                        .rev()
+                        .take(400)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    Some(format!(
+                        "before_script exited with code {}: {said}",
+                        r.exit_code
+                    ))
+                }
+                Err(e) => Some(format!("before_script could not run: {e}")),
+            };
+            match failure {
+                None => {
+                    let _ = self.update(spec, |r: &mut Record| r.ready = true).await;
+                }
+                Some(message) => {
+                    self.stop_with(spec, SandboxStatus::Failed, message).await;
+                }
+            }
+        }
+        .boxed()
+    }
+
+    /// Stops the sandbox's runtime resources (files kept) and records a final state.
+    fn stop_with<'a>(
+        &'a self,
+        spec: &'a SandboxSpec,
+        status: SandboxStatus,
+        message: String,
+    ) -> BoxFuture<'a, ()> {
+        async move {
+            let live = self.live(&spec.id, status);
+            live.stopping.store(true, Ordering::SeqCst);
+            if let Err(e) = self.sbxd.teardown(spec, false).await {
+                tracing::warn!(sandbox = %spec.id, error = %e, "stopping sandbox");
+            }
+            let _ = self
+                .update(spec, |r: &mut Record| {
+                    r.status = status;
+                    r.ready = false;
+                    r.pid = None;
+                    r.error_message = message;
+                })
+                .await;
+        }
+        .boxed()
+    }
+
+    /// Watches the main process; on an unintended exit, restarts it with back-off, or marks
+    /// the sandbox Failed after [`MAX_QUICK_RESTARTS`] quick exits in a row.
+    fn supervise(self: Arc<Self>, spec: SandboxSpec, pid: i32) {
+        tokio::spawn(async move {
+            let mut pid = pid;
+            let mut quick_exits = 0u32;
+            loop {
+                let started = Instant::now();
+                process::wait_exit(pid).await;
+                let live = self.live(&spec.id, SandboxStatus::Running);
+                if live.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let _guard = live.lock.lock().await;
+                if live.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let oom = self.sbxd.stats(&spec.id).is_some_and(|s| s.oom_kills > 0);
+                // The shim writes the exit status right after the process ends.
+                let mut exit = None;
+                for _ in 0..50 {
+                    exit = self.sbxd.exit_record(&spec.id);
+                    if exit.is_some() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let code = exit.map(|e| e.exit_code).unwrap_or(-1);
+                let reason = if oom {
+                    format!("main process was OOMKilled (exit code {code})")
+                } else {
+                    format!("main process exited with code {code}")
+                };
+                quick_exits = if started.elapsed() >= STABLE_AFTER {
+                    1
+                } else {
+                    quick_exits + 1
+                };
+                if quick_exits > MAX_QUICK_RESTARTS {
+                    tracing::warn!(sandbox = %spec.id, %reason, "sandbox failed: crash loop");
+                    drop(_guard);
+                    self.stop_with(
+                        &spec,
+                        SandboxStatus::Failed,
+                        format!("{reason}; gave up after {MAX_QUICK_RESTARTS} restarts"),
+                    )
+                    .await;
+                    return;
+                }
+                tracing::info!(sandbox = %spec.id, %reason, "restarting sandbox");
+                let _ = self
+                    .update(&spec, |r: &mut Record| {
+                        r.ready = false;
+                        r.error_message = reason.clone();
+                    })
+                    .await;
+                if let Err(e) = self.sbxd.teardown(&spec, false).await {
+                    tracing::warn!(sandbox = %spec.id, error = %e, "teardown before restart");
+                }
+                let backoff = Duration::from_millis(250 * 2u64.pow(quick_exits.min(7)));
+                tokio::time::sleep(backoff).await;
+                match self.sbxd.provision(&spec).await {
+                    Ok(started) => {
+                        pid = started.pid;
+                        let _ = self
+                            .update(&spec, |r: &mut Record| {
+                                r.status = SandboxStatus::Running;
+                                r.ready = true;
+                                r.pid = Some(started.pid);
+                                r.restarts += 1;
+                            })
+                            .await;
+                    }
+                    Err(e) => {
+                        drop(_guard);
+                        self.stop_with(
+                            &spec,
+                            SandboxStatus::Failed,
+                            format!("{reason}; restart failed: {e}"),
+                        )
+                        .await;
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Deletes a sandbox and everything it made.
+    pub async fn delete(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self.record(namespace, name).await?;
+        let spec = record.spec;
+        let live = self.live(&spec.id, SandboxStatus::Terminating);
+        live.stopping.store(true, Ordering::SeqCst);
+        let _ = self
+            .update(&spec, |r: &mut Record| {
+                r.status = SandboxStatus::Terminating;
+                r.ready = false;
+            })
+            .await;
+        let _guard = live.lock.lock().await;
+        self.sbxd
+            .teardown(&spec, true)
+            .await
+            .map_err(runtime_error)?;
+        let id = spec.id.clone();
+        self.db
+            .call(move |conn| {
+                conn.execute("DELETE FROM sandboxes WHERE id = ?1", [&id])
+                    .map(drop)
+            })
+            .await?;
+        self.records
+            .write()
+            .await
+            .remove(&(spec.namespace.clone(), spec.name.clone()));
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&spec.id);
+        self.cpu_samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&spec.id);
+        tracing::info!(sandbox = %spec.id, namespace, name, "deleted sandbox");
+        Ok(())
+    }
+
+    /// Sandboxes of a namespace (all when `None`), by namespace then name.
+    pub async fn list(&self, namespace: Option<&str>) -> Vec<Sandbox> {
+        let now = now_unix();
+        let records = self.records.read().await;
+        match namespace {
+            Some(ns) => records
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, r)| r.view(now))
+                .collect(),
+            None => records.values().map(|r| r.view(now)).collect(),
+        }
+    }
+
+    /// One sandbox.
+    pub async fn get(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        Ok(self.record(namespace, name).await?.view(now_unix()))
+    }
+
+    /// Waits (up to `limit`) while the sandbox is Pending; returns its record then.
+    async fn settled(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+    ) -> PlatformResult<Record> {
+        let record = self.record(namespace, name).await?;
+        if record.status != SandboxStatus::Pending {
+            return Ok(record);
+        }
+        let mut phase = self.live(&record.spec.id, record.status).phase.subscribe();
+        let _ = tokio::time::timeout(limit, phase.wait_for(|s| *s != SandboxStatus::Pending)).await;
+        self.record(namespace, name).await
+    }
+
+    /// Runs a command in a Running sandbox (waiting for a Pending one to start).
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> PlatformResult<ExecResponse> {
+        let started = Instant::now();
+        let record = self.settled(namespace, name, timeout).await?;
+        match record.status {
+            SandboxStatus::Running => {}
+            SandboxStatus::Paused => {
+                return Err(PlatformError::Conflict(format!(
+                    "sandbox '{name}' is paused: resume it first"
+                )));
+            }
+            SandboxStatus::Failed => {
+                return Err(PlatformError::Conflict(format!(
+                    "sandbox '{name}' has failed: {}",
+                    record.error_message
+                )));
+            }
+            other => {
+                return Err(PlatformError::Conflict(format!(
+                    "sandbox '{name}' is {}",
+                    status_text(other)
+                )));
+            }
+        }
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let mut result = self
+            .sbxd
+            .exec(&record.spec.id, command, remaining)
+            .await
+            .map_err(runtime_error)?;
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(result)
+    }
+
+    /// A snapshot of the log.
+    pub async fn logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since: u64,
+    ) -> PlatformResult<String> {
+        let record = self.record(namespace, name).await?;
+        let sbxd = self.sbxd.clone();
+        tokio::task::spawn_blocking(move || sbxd.logs(&record.spec.id, tail, since))
+            .await
+            .map_err(|e| PlatformError::Store(e.to_string()))
+    }
+
+    /// Freezes a Running sandbox.
+    pub async fn pause(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self
+            .settled(namespace, name, Duration::from_secs(60))
+            .await?;
+        let live = self.live(&record.spec.id, record.status);
+        let _guard = live.lock.lock().await;
+        let record = self.record(namespace, name).await?;
+        match record.status {
+            SandboxStatus::Paused => Ok(()),
+            SandboxStatus::Running => {
+                self.sbxd
+                    .pause(&record.spec.id)
+                    .await
+                    .map_err(runtime_error)?;
+                self.update(&record.spec, |r: &mut Record| {
+                    r.status = SandboxStatus::Paused;
+                    r.ready = false;
+                })
+                .await
+            }
+            other => Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is {} and cannot be paused",
+                status_text(other)
+            ))),
+        }
+    }
+
+    /// Thaws a Paused sandbox.
+    pub async fn resume(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self.record(namespace, name).await?;
+        let live = self.live(&record.spec.id, record.status);
+        let _guard = live.lock.lock().await;
+        let record = self.record(namespace, name).await?;
+        match record.status {
+            SandboxStatus::Running => Ok(()),
+            SandboxStatus::Paused => {
+                self.sbxd
+                    .resume(&record.spec.id)
+                    .await
+                    .map_err(runtime_error)?;
+                self.update(&record.spec, |r: &mut Record| {
+                    r.status = SandboxStatus::Running;
+                    r.ready = true;
+                })
+                .await
+            }
+            other => Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is {} and cannot be resumed",
+                status_text(other)
+            ))),
+        }
+    }
+
+    /// CPU (millicores, averaged since the previous reading or over 200 ms) and memory
+    /// working set of running and paused sandboxes.
+    pub async fn metrics(&self, namespace: Option<&str>) -> Vec<SandboxMetrics> {
+        let targets: Vec<Record> = {
+            let records = self.records.read().await;
+            records
+                .values()
+                .filter(|r| namespace.is_none_or(|ns| r.spec.namespace == ns))
+                .filter(|r| matches!(r.status, SandboxStatus::Running | SandboxStatus::Paused))
+                .cloned()
+                .collect()
+        };
+        let needs_second_sample = {
+            let samples = self.cpu_samples.lock().unwrap_or_else(|e| e.into_inner());
+            targets.iter().any(|r| {
+                samples.get(&r.spec.id).is_none_or(|(at, _)| {
+                    at.elapsed() < Duration::from_millis(100)
+                        || at.elapsed() > Duration::from_secs(60)
+                })
+            })
+        };
+        if needs_second_sample {
+            let now = Instant::now();
+            {
+                let mut samples = self.cpu_samples.lock().unwrap_or_else(|e| e.into_inner());
+                for r in &targets {
+                    if let Some(stats) = self.sbxd.stats(&r.spec.id) {
+                        samples.insert(r.spec.id.clone(), (now, stats.cpu_ns));
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut samples = self.cpu_samples.lock().unwrap_or_else(|e| e.into_inner());
+        targets
+            .iter()
+            .filter_map(|r| {
+                let stats = self.sbxd.stats(&r.spec.id)?;
+                let now = Instant::now();
+                let millicores = match samples.get(&r.spec.id) {
+                    Some((at, cpu)) if now > *at => {
+                        let ns = stats.cpu_ns.saturating_sub(*cpu) as f64;
+                        (ns / now.duration_since(*at).as_nanos() as f64 * 1000.0).round() as u64
+                    }
+                    _ => 0,
+                };
+                samples.insert(r.spec.id.clone(), (now, stats.cpu_ns));
+                Some(SandboxMetrics {
+                    name: r.spec.name.clone(),
+                    namespace: r.spec.namespace.clone(),
+                    cpu_usage: format_cpu_millis(millicores),
+                    memory_usage: format_mebibytes(stats.memory_working_set),
+                })
+            })
+            .collect()
+    }
+
+    /// Makes the records and the host agree after a (re)start of the daemon.
+    async fn reconcile(self: &Arc<Self>) {
+        let records: Vec<Record> = self.records.read().await.values().cloned().collect();
+        for record in records {
+            let spec = record.spec.clone();
+            match record.status {
+                SandboxStatus::Terminating => {
+                    if let Err(e) = self.delete(&spec.namespace, &spec.name).await {
+                        tracing::warn!(sandbox = %spec.id, error = %e, "finishing an interrupted delete");
+                    }
+                }
+                SandboxStatus::Pending => {
+                    tracing::info!(sandbox = %spec.id, "resuming an interrupted create");
+                    let _ = self.sbxd.teardown(&spec, false).await;
+                    let live = self.live(&spec.id, SandboxStatus::Pending);
+                    let manager = self.clone();
+                    tokio::spawn(async move {
+                        let _guard = live.lock.lock().await;
+                        manager.provision(&spec).await;
+                    });
+                }
+                SandboxStatus::Running | SandboxStatus::Paused => {
+                    let state = self.sbxd.runc().state(&spec.id).await.ok().flatten();
+                    match state {
+                        Some(s)
+                            if (s.status == "running" || s.status == "paused")
+                                && process::alive(s.pid) =>
+                        {
+                            let paused = s.status == "paused";
+                            let _ = self
+                                .update(&spec, |r: &mut Record| {
+                                    r.pid = Some(s.pid);
+                                    r.status = if paused {
+                                        SandboxStatus::Paused
+                                    } else {
+                                        SandboxStatus::Running
+                                    };
+                                })
+                                .await;
+                            self.clone().supervise(spec.clone(), s.pid);
+                        }
+                        _ => {
+                            let exit = self.sbxd.exit_record(&spec.id);
+                            let message = match exit {
+                                Some(e) => format!(
+                                    "main process exited with code {} while sbx serve was not running",
+                                    e.exit_code
+                                ),
+                                None => "main process is gone (it stopped while sbx serve was not running)".to_string(),
+                            };
+                            tracing::warn!(sandbox = %spec.id, %message, "sandbox found dead");
+                            self.stop_with(&spec, SandboxStatus::Failed, message).await;
+                        }
+                    }
+                }
+                SandboxStatus::Failed => {
+                    let _ = self.sbxd.teardown(&spec, false).await;
+                }
+            }
+        }
+        self.remove_orphans().await;
+    }
+
+    /// Removes runtime containers, sandbox dirs and network pieces that no record owns.
+    async fn remove_orphans(&self) {
+        let (ids, keep): (Vec<String>, Vec<(String, u32)>) = {
+            let records = self.records.read().await;
+            (
+                records.values().map(|r| r.spec.id.clone()).collect(),
+                records
+                    .values()
+                    .filter(|r| r.status != SandboxStatus::Failed)
+                    .map(|r| (r.spec.id.clone(), r.spec.slot))
+                    .collect(),
+            )
+        };
+        if let Ok(containers) = self.sbxd.runc().list().await {
+            for c in containers.into_iter().filter(|c| !ids.contains(&c.id)) {
+                tracing::info!(container = %c.id, "removing an orphaned container");
+                let _ = self.sbxd.runc().delete(&c.id, true).await;
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(self.sbxd.sandboxes_dir()) {
+            for entry in entries.flatten() {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                if !ids.contains(&id) {
+                    tracing::info!(sandbox = %id, "removing files of an orphaned sandbox");
+                    for mount in crate::daemon::runtime::overlay::mounts_under(&entry.path()) {
+                        let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
+                    }
+                    let _ = std::fs::remove_dir_all(entry.path());
+                    crate::daemon::runtime::cgroup::remove_dirs(
+                        &crate::daemon::runtime::cgroup::cgroups_path(&id),
+                    );
+                }
+            }
+        }
+        match self.sbxd.network.cleanup_stale(&keep).await {
+            Ok(removed) if !removed.is_empty() => {
+                tracing::info!(?removed, "removed stale sandbox networks")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "network clean-up"),
+        }
+    }
+
+    /// Evicts sandboxes whose writable layer outgrew `ephemeral-storage`, as kubelet does.
+    async fn eviction_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(EVICTION_INTERVAL);
+        loop {
+            tick.tick().await;
+            let candidates: Vec<Record> = self
+                .records
+                .read()
+                .await
+                .values()
+                .filter(|r| r.spec.ephemeral_bytes.is_some() && r.status == SandboxStatus::Running)
+                .cloned()
+                .collect();
+            for record in candidates {
+                let (Some(limit), sbxd, id) = (
+                    record.spec.ephemeral_bytes,
+                    self.sbxd.clone(),
+                    record.spec.id.clone(),
+                ) else {
+                    continue;
+                };
+                let used = tokio::task::spawn_blocking(move || sbxd.writable_layer_bytes(&id))
+                    .await
+                    .unwrap_or(0);
+                if used > limit {
+                    let live = self.live(&record.spec.id, record.status);
+                    let _guard = live.lock.lock().await;
+                    tracing::warn!(sandbox = %record.spec.id, used, limit, "evicting: over ephemeral-storage");
+                    self.stop_with(
+                        &record.spec,
+                        SandboxStatus::Failed,
+                        format!(
+                            "evicted: the writable layer uses {} bytes, over its ephemeral-storage limit of {limit} bytes",
+                            used
+                        ),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+}

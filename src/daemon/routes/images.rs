@@ -1,0 +1,219 @@
+//! `/api/v1/images`: the host's image store (an sbx extension of the contract): list, pull
+//! from a registry, import an OCI archive uploaded as the request body.
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::routing::{get, post};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use crate::daemon::auth::Principal;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::extract::{Json, Query};
+use crate::daemon::runtime::images::{Image, ImageError, repository_from_file_name};
+use crate::daemon::state::AppState;
+use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
+use crate::shared::models::identity::Role;
+use crate::shared::models::image::{
+    IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesQuery, ImportImagesResponse, OciArchive,
+    PullImageRequest,
+};
+
+/// Largest archive `POST /api/v1/images/import` accepts.
+pub const IMPORT_BODY_LIMIT_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
+/// Routes of this module.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/images", get(list_images))
+        .route("/api/v1/images/pull", post(pull_image))
+        .route(
+            "/api/v1/images/import",
+            // The archive is streamed to disk, never buffered: the app's 1 MiB limit for
+            // buffered bodies does not apply, and the handler enforces its own.
+            post(import_images).layer(DefaultBodyLimit::disable()),
+        )
+}
+
+impl From<ImageError> for ServiceError {
+    fn from(error: ImageError) -> Self {
+        if error.is_caller_error() {
+            ServiceError::bad_request(error.to_string())
+        } else {
+            ServiceError::internal(error)
+        }
+    }
+}
+
+/// The wire record of a stored image.
+pub fn image_record(image: &Image) -> ImageRecord {
+    ImageRecord {
+        reference: image.reference.clone(),
+        digest: image.digest.clone(),
+        layers: image.layers.len(),
+        size_bytes: image.size_bytes,
+        created: image.created,
+        entrypoint: image.config.entrypoint.clone(),
+        cmd: image.config.cmd.clone(),
+    }
+}
+
+/// 403 unless the principal holds a role that may change something (`user` or higher).
+fn require_write_role(principal: &Principal, what: &str) -> ServiceResult<()> {
+    match principal.highest_role() {
+        Some(role) if role >= Role::User => Ok(()),
+        held => Err(ServiceError::forbidden(format!(
+            "{what} needs the user role or higher; {} holds {}",
+            principal.subject,
+            held.map(|r| format!("the {r} role"))
+                .unwrap_or_else(|| "no role".to_string())
+        ))),
+    }
+}
+
+/// Who may import, and whether the body is announced as an archive.
+fn check_import(principal: &Principal, headers: &HeaderMap) -> ServiceResult<()> {
+    principal.require_cluster_role(Role::Operator)?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    if !matches!(
+        content_type,
+        Some(IMPORT_CONTENT_TYPE | "application/octet-stream")
+    ) {
+        return Err(ServiceError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!(
+                "send the archive as the request body with Content-Type: {IMPORT_CONTENT_TYPE}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and drops the rest of a rejected upload, so the client, still sending, receives the
+/// error instead of a broken pipe.
+async fn discard(body: Body) {
+    let mut stream = body.into_data_stream();
+    let mut seen = 0u64;
+    while let Some(Ok(chunk)) = stream.next().await {
+        seen += chunk.len() as u64;
+        if seen > IMPORT_BODY_LIMIT_BYTES {
+            break;
+        }
+    }
+}
+
+/// Images in the host's store, by reference.
+#[utoipa::path(get, path = "/api/v1/images", tag = "images",
+    responses((status = 200, description = "Image records", body = DataEnvelope<Vec<ImageRecord>>)))]
+pub async fn list_images(
+    State(state): State<AppState>,
+    _principal: Principal,
+) -> ServiceResult<Json<Vec<ImageRecord>>> {
+    Ok(Json(state.images.list().iter().map(image_record).collect()))
+}
+
+/// Pull an image from its registry into the host's store (any role but `read-only`). Layers
+/// already stored are reused; pulling an unchanged image changes nothing.
+#[utoipa::path(post, path = "/api/v1/images/pull", tag = "images",
+    request_body = PullImageRequest,
+    responses(
+        (status = 201, description = "The stored image", body = DataEnvelope<ImageRecord>),
+        (status = 400, description = "Missing or invalid reference, no such image, registry unreachable or refusing", body = ErrorEnvelope),
+    ))]
+pub async fn pull_image(
+    State(state): State<AppState>,
+    principal: Principal,
+    Json(request): Json<PullImageRequest>,
+) -> ServiceResult<(StatusCode, Json<ImageRecord>)> {
+    require_write_role(&principal, "pulling images")?;
+    let reference = request
+        .reference
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| {
+            ServiceError::bad_request(
+                "missing required field `reference`: the image to pull, e.g. busybox:latest",
+            )
+        })?;
+    let image = state.images.pull(reference).await?;
+    Ok((StatusCode::CREATED, Json(image_record(&image))))
+}
+
+/// Import the images of an OCI image-layout archive sent as the body (`Content-Type:
+/// application/x-tar`, up to 8 GiB, streamed to disk), as `skopeo copy … oci-archive:FILE` and
+/// `podman save --format oci-archive` write them (operator or admin).
+#[utoipa::path(post, path = "/api/v1/images/import", tag = "images",
+    params(ImportImagesQuery),
+    request_body(content = OciArchive, content_type = "application/x-tar",
+        description = "An OCI image-layout archive (tar, optionally gzip-compressed)"),
+    responses(
+        (status = 201, description = "The imported images", body = DataEnvelope<ImportImagesResponse>),
+        (status = 400, description = "Empty body, not an OCI archive, a broken or unsupported image in it", body = ErrorEnvelope),
+        (status = 413, description = "The archive exceeds 8 GiB", body = ErrorEnvelope),
+        (status = 415, description = "The body was not sent as application/x-tar", body = ErrorEnvelope),
+    ))]
+pub async fn import_images(
+    State(state): State<AppState>,
+    principal: Principal,
+    Query(query): Query<ImportImagesQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> ServiceResult<(StatusCode, Json<ImportImagesResponse>)> {
+    if let Err(rejection) = check_import(&principal, &headers) {
+        discard(body).await;
+        return Err(rejection);
+    }
+    let upload = state.images.new_upload();
+    let mut file = tokio::fs::File::create(upload.path()).await.map_err(|e| {
+        ServiceError::internal(format!("cannot create {}: {e}", upload.path().display()))
+    })?;
+    let mut stream = body.into_data_stream();
+    let mut received = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ServiceError::bad_request(format!("the archive upload was interrupted: {e}"))
+        })?;
+        received += chunk.len() as u64;
+        if received > IMPORT_BODY_LIMIT_BYTES {
+            return Err(ServiceError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "the archive exceeds the import limit of {} GiB",
+                    IMPORT_BODY_LIMIT_BYTES >> 30
+                ),
+            ));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| ServiceError::internal(format!("cannot write the upload: {e}")))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| ServiceError::internal(format!("cannot write the upload: {e}")))?;
+    drop(file);
+    if received == 0 {
+        return Err(ServiceError::bad_request(
+            "the request body is empty: send an OCI image archive (e.g. `sbx image import FILE`)",
+        ));
+    }
+    let fallback = query
+        .file_name
+        .as_deref()
+        .and_then(repository_from_file_name);
+    let images = state
+        .images
+        .import_archive_as(upload.path(), fallback.as_deref())
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ImportImagesResponse {
+            images: images.iter().map(image_record).collect(),
+        }),
+    ))
+}

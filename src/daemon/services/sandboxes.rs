@@ -1,0 +1,286 @@
+//! Sandbox rules of the contract, independent of the platform: names, limits, env files,
+//! egress lists, users and capabilities, exec limits.
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::daemon::config::Mode;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
+use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
+use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
+use crate::shared::models::sandbox::{
+    CreateSandboxRequest, DeleteAllResponse, DeleteResult, ExecResponse,
+};
+use crate::shared::names;
+
+/// The backend of sandboxes on the local platform.
+pub const LOCAL_BACKEND: &str = "sbxd";
+/// Smallest memory limit a sandbox can start with.
+pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
+/// Largest env file read.
+pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Parses an env file: `KEY=VALUE` lines, `#` comments, blank lines, an optional `export `
+/// prefix, values optionally in matching single or double quotes. Errors name the line,
+/// never a value.
+pub fn parse_env_file(text: &str) -> Result<Vec<String>, String> {
+    let mut env = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!("line {}: expected KEY=VALUE", index + 1));
+        };
+        let key = key.trim();
+        let valid_key = !key.is_empty()
+            && !key.as_bytes()[0].is_ascii_digit()
+            && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid_key {
+            return Err(format!(
+                "line {}: '{key}' is not a valid variable name",
+                index + 1
+            ));
+        }
+        let value = value.trim();
+        let value = match (value.chars().next(), value.chars().last()) {
+            (Some(q @ ('"' | '\'')), Some(end)) if value.len() >= 2 && end == q => {
+                &value[1..value.len() - 1]
+            }
+            _ => value,
+        };
+        env.push(format!("{key}={value}"));
+    }
+    Ok(env)
+}
+
+/// Reads and parses the env file at `path` on the API host.
+pub fn read_env_file(path: &str) -> Result<Vec<String>, String> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return Err(format!(
+            "bad env file '{path}': give an absolute path on the API host"
+        ));
+    }
+    let meta = std::fs::metadata(p).map_err(|e| format!("bad env file '{path}': {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("bad env file '{path}': not a regular file"));
+    }
+    if meta.len() > MAX_ENV_FILE_BYTES {
+        return Err(format!("bad env file '{path}': larger than 1 MiB"));
+    }
+    let text = std::fs::read_to_string(p).map_err(|e| format!("bad env file '{path}': {e}"))?;
+    parse_env_file(&text).map_err(|e| format!("bad env file '{path}': {e}"))
+}
+
+/// Checks `egress_whitelist` entries: IPv4 CIDRs (`10.0.0.0/8`) or addresses (`/32`).
+pub fn validate_egress(list: &[String]) -> Result<(), String> {
+    for entry in list {
+        let (addr, prefix) = entry.split_once('/').unwrap_or((entry.as_str(), "32"));
+        let ok = addr.parse::<Ipv4Addr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 32);
+        if !ok {
+            return Err(format!(
+                "egress_whitelist entry '{entry}' is not an IPv4 CIDR such as 10.0.0.0/8"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The sandbox service.
+pub struct SandboxService {
+    platform: Arc<dyn Platform>,
+    mode: Mode,
+}
+
+impl SandboxService {
+    /// A service over a platform.
+    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> SandboxService {
+        SandboxService { platform, mode }
+    }
+
+    /// Validates a create request into a platform-neutral sandbox.
+    pub fn validate_create(&self, request: &CreateSandboxRequest) -> ServiceResult<NewSandbox> {
+        let bad = ServiceError::bad_request;
+        let name = request.require_name().map_err(bad)?.to_string();
+        names::validate_dns_label("sandbox name", &name).map_err(bad)?;
+        let image = request.require_image().map_err(bad)?.trim().to_string();
+        let namespace = request.namespace().to_string();
+        names::validate_dns_label("namespace", &namespace).map_err(bad)?;
+        let backend = request
+            .backend
+            .clone()
+            .unwrap_or_else(|| LOCAL_BACKEND.to_string());
+        if backend != LOCAL_BACKEND {
+            return Err(bad(format!(
+                "backend '{backend}' is not available on this platform (available: {LOCAL_BACKEND})"
+            )));
+        }
+        let limits = request
+            .limits
+            .clone()
+            .unwrap_or_default()
+            .parse()
+            .map_err(bad)?;
+        let cpu_millis = limits.cpu.map(|q| q.millis() as u64);
+        if cpu_millis == Some(0) {
+            return Err(bad("invalid limits: `cpu` must be more than 0".to_string()));
+        }
+        let memory_bytes = limits.memory.map(|q| q.value_ceil() as u64);
+        if memory_bytes.is_some_and(|m| m < MIN_MEMORY_BYTES) {
+            return Err(bad(
+                "invalid limits: `memory` must be at least 6Mi".to_string()
+            ));
+        }
+        let ephemeral_bytes = limits.ephemeral_storage.map(|q| q.value_ceil() as u64);
+        if ephemeral_bytes == Some(0) {
+            return Err(bad(
+                "invalid limits: `ephemeral-storage` must be more than 0".to_string(),
+            ));
+        }
+        if self.mode == Mode::Production && (cpu_millis.is_none() || memory_bytes.is_none()) {
+            return Err(bad(
+                "in production mode every sandbox needs `cpu` and `memory` limits".to_string(),
+            ));
+        }
+        let env = match request.env_file.as_deref() {
+            Some(path) => read_env_file(path).map_err(bad)?,
+            None => Vec::new(),
+        };
+        if let Some(list) = &request.egress_whitelist {
+            validate_egress(list).map_err(bad)?;
+        }
+        let capabilities = capability_set(request.cap_drop.as_deref(), request.cap_add.as_deref())
+            .map_err(bad)?
+            .iter()
+            .map(|c| format!("CAP_{c}"))
+            .collect();
+        let (uid, gid, additional_gids) = if request.pod_non_root {
+            (NON_ROOT_ID, NON_ROOT_ID, vec![NON_ROOT_ID])
+        } else if request.container_non_root {
+            (NON_ROOT_ID, 0, vec![])
+        } else {
+            (0, 0, vec![])
+        };
+        Ok(NewSandbox {
+            namespace,
+            name,
+            image,
+            env,
+            before_script: request
+                .before_script
+                .clone()
+                .filter(|s| !s.trim().is_empty()),
+            cpu_millis,
+            memory_bytes,
+            ephemeral_bytes,
+            egress: request.egress_whitelist.clone(),
+            uid,
+            gid,
+            additional_gids,
+            capabilities,
+            backend,
+        })
+    }
+
+    /// Creates a sandbox; a taken name is 400 as the contract says.
+    pub async fn create(&self, request: &CreateSandboxRequest) -> ServiceResult<NewSandbox> {
+        let new = self.validate_create(request)?;
+        match self.platform.create_sandbox(new.clone()).await {
+            Ok(()) => Ok(new),
+            Err(PlatformError::AlreadyExists(m)) => Err(ServiceError::bad_request(m)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes every sandbox of a namespace, reporting each.
+    pub async fn delete_all(&self, namespace: &str) -> ServiceResult<DeleteAllResponse> {
+        let sandboxes = self.platform.list_sandboxes(Some(namespace)).await?;
+        let deletions = sandboxes.iter().map(|s| async move {
+            let outcome = self.platform.delete_sandbox(namespace, &s.name).await;
+            DeleteResult {
+                name: s.name.clone(),
+                success: outcome.is_ok(),
+                error: outcome.err().map(|e| ServiceError::from(e).message),
+            }
+        });
+        let results = futures_util::future::join_all(deletions).await;
+        let deleted = results.iter().filter(|r| r.success).count();
+        Ok(DeleteAllResponse {
+            message: format!(
+                "deleted {deleted} of {} sandboxes in namespace '{namespace}'",
+                results.len()
+            ),
+            results,
+        })
+    }
+
+    /// Runs a command with the contract's exec limits.
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout_seconds: Option<u64>,
+    ) -> ServiceResult<ExecResponse> {
+        let max = self.platform.max_exec_timeout();
+        let timeout = match timeout_seconds {
+            None => DEFAULT_EXEC_TIMEOUT.min(max),
+            Some(0) => {
+                return Err(ServiceError::bad_request(
+                    "timeout_seconds must be at least 1",
+                ));
+            }
+            Some(s) if Duration::from_secs(s) > max => {
+                return Err(ServiceError::bad_request(format!(
+                    "timeout_seconds {s} is above this service's maximum of {}",
+                    max.as_secs()
+                )));
+            }
+            Some(s) => Duration::from_secs(s),
+        };
+        Ok(self
+            .platform
+            .exec_sandbox(namespace, name, command, timeout)
+            .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_files() {
+        let env =
+            parse_env_file("# c\n\nA=1\nexport B = two words \nC=\"q v\"\nD='x'\nE=\nF=a=b\n")
+                .unwrap();
+        assert_eq!(env, ["A=1", "B=two words", "C=q v", "D=x", "E=", "F=a=b"]);
+        let err = parse_env_file("A=1\nnot a pair\n").unwrap_err();
+        assert_eq!(err, "line 2: expected KEY=VALUE");
+        let err = parse_env_file("1A=secret\n").unwrap_err();
+        assert!(err.contains("1A") && !err.contains("secret"), "{err}");
+        assert!(
+            read_env_file("relative.env")
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!(
+            read_env_file("/nonexistent/x.env")
+                .unwrap_err()
+                .contains("bad env file")
+        );
+    }
+
+    #[test]
+    fn egress_entries() {
+        assert!(validate_egress(&["10.0.0.0/8".into(), "1.2.3.4".into()]).is_ok());
+        assert!(validate_egress(&["10.0.0.0/33".into()]).is_err());
+        assert!(validate_egress(&["example.com".into()]).is_err());
+        assert!(validate_egress(&["::1/128".into()]).is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! Harness for tests with real sandboxes: a router network namespace of the test's own (the
+//! daemon's "host side" for veths, forwarding, NAT and nftables — the root namespace is never
+//! touched), an "ext" namespace with servers to reach, the loopback test registry, and a
+//! daemon configured for them.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::Daemon;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("run ip");
+    assert!(status.success(), "ip {args:?} failed");
+}
+
+/// The loopback registry holding the test images (started by scripts/test).
+pub fn registry() -> String {
+    std::env::var("SBX_TEST_REGISTRY").unwrap_or_else(|_| {
+        panic!("SBX_TEST_REGISTRY is not set: run scripts/test, or `eval \"$(scripts/registry start)\"` first")
+    })
+}
+
+/// The busybox test image in the loopback registry.
+pub fn busybox() -> String {
+    format!("{}/sbx-test/busybox:latest", registry())
+}
+
+/// Allowed and denied test servers in the ext namespace.
+pub const ALLOWED_ADDR: &str = "198.51.100.10";
+/// A server no allow-list in the tests includes.
+pub const DENIED_ADDR: &str = "203.0.113.10";
+/// Port of both servers.
+pub const SERVER_PORT: u16 = 8080;
+
+/// A router namespace (the daemon's host side) and an "ext" namespace behind it with two
+/// HTTP servers; everything is removed on drop.
+pub struct TestNet {
+    /// Router namespace name.
+    pub router: String,
+    /// External namespace name.
+    pub ext: String,
+    servers: Vec<Child>,
+    www: tempfile::TempDir,
+}
+
+impl TestNet {
+    /// Creates the namespaces, links and servers.
+    pub fn new() -> TestNet {
+        let tag = format!(
+            "{}x{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let router = format!("sbxt-r{tag}");
+        let ext = format!("sbxt-e{tag}");
+        ip(&["netns", "add", &router]);
+        ip(&["netns", "add", &ext]);
+        ip(&["-n", &router, "link", "set", "lo", "up"]);
+        ip(&["-n", &ext, "link", "set", "lo", "up"]);
+        ip(&[
+            "-n", &router, "link", "add", "up0", "type", "veth", "peer", "name", "ext0", "netns",
+            &ext,
+        ]);
+        ip(&["-n", &router, "addr", "add", "100.64.0.1/24", "dev", "up0"]);
+        ip(&["-n", &router, "link", "set", "up0", "up"]);
+        ip(&["-n", &ext, "addr", "add", "100.64.0.2/24", "dev", "ext0"]);
+        ip(&["-n", &ext, "link", "set", "ext0", "up"]);
+        ip(&[
+            "-n",
+            &ext,
+            "addr",
+            "add",
+            &format!("{ALLOWED_ADDR}/32"),
+            "dev",
+            "lo",
+        ]);
+        ip(&[
+            "-n",
+            &ext,
+            "addr",
+            "add",
+            &format!("{DENIED_ADDR}/32"),
+            "dev",
+            "lo",
+        ]);
+        // ext knows nothing of the sandbox pool: replies only work through the router's NAT.
+        ip(&["-n", &ext, "route", "add", "default", "via", "100.64.0.1"]);
+        ip(&[
+            "-n",
+            &router,
+            "route",
+            "add",
+            "198.51.100.0/24",
+            "via",
+            "100.64.0.2",
+        ]);
+        ip(&[
+            "-n",
+            &router,
+            "route",
+            "add",
+            "203.0.113.0/24",
+            "via",
+            "100.64.0.2",
+        ]);
+        let www = tempfile::tempdir().expect("www dir");
+        std::fs::write(www.path().join("index.html"), "hello-from-ext\n").expect("index");
+        let mut servers = Vec::new();
+        for addr in [ALLOWED_ADDR, DENIED_ADDR] {
+            let child = Command::new("ip")
+                .args(["netns", "exec", &ext, "busybox", "httpd", "-f", "-p"])
+                .arg(format!("{addr}:{SERVER_PORT}"))
+                .arg("-h")
+                .arg(www.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start httpd");
+            servers.push(child);
+        }
+        TestNet {
+            router,
+            ext,
+            servers,
+            www,
+        }
+    }
+}
+
+impl Drop for TestNet {
+    fn drop(&mut self) {
+        for child in &mut self.servers {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for ns in [&self.router, &self.ext] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// A daemon running real sandboxes: registry marked insecure, host side in `net.router`.
+pub fn daemon(net: &TestNet, extra_config: &str) -> Daemon {
+    let dir = tempfile::tempdir().expect("config dir");
+    let config = dir.path().join("sbx.toml");
+    write_config(&config, net, extra_config);
+    let daemon = Daemon::start_with(&["--config", config.to_str().expect("utf-8 path")]);
+    drop(dir);
+    daemon
+}
+
+/// The config file of [`daemon`].
+pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
+    let text = format!(
+        "[images]\ninsecureRegistries = [\"{}\"]\n\n[network]\nhostNetns = \"{}\"\ndns = [\"100.64.0.2\"]\n{extra}\n",
+        registry(),
+        net.router
+    );
+    std::fs::write(path, text).expect("write config");
+}
+
+/// What a sandbox leaves on the host while it exists; empty after a delete.
+pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
+    let mut found = Vec::new();
+    let data = daemon.data_dir.display().to_string();
+    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for line in info.lines() {
+            if let Some(mp) = line.split(' ').nth(4) {
+                if mp.starts_with(&data) {
+                    found.push(format!("mount {mp}"));
+                }
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(daemon.data_dir.join("sandboxes")) {
+        for e in entries.flatten() {
+            found.push(format!("dir {}", e.path().display()));
+        }
+    }
+    for hierarchy in ["memory", "cpu", "pids", "freezer"] {
+        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{hierarchy}/sbx")) {
+            for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if id_hint.is_none_or(|h| h == name) {
+                    found.push(format!("cgroup {hierarchy}/sbx/{name}"));
+                }
+            }
+        }
+    }
+    if let Some(id) = id_hint {
+        if Path::new(&format!("/run/netns/sbx-{id}")).exists() {
+            found.push(format!("netns sbx-{id}"));
+        }
+    }
+    found
+}

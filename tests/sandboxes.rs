@@ -1,0 +1,807 @@
+//! Sandboxes for real on the embedded default: the real `sbx serve` with the sbxd runtime
+//! (runc, overlayfs, cgroups, a netns per sandbox, nftables), images from the real loopback
+//! registry, networks inside namespaces the test creates. Needs root.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::sbxd::{self, ALLOWED_ADDR, DENIED_ADDR, SERVER_PORT, TestNet};
+use common::{Daemon, cli};
+use reqwest::StatusCode;
+use sbx::cli::client::{ApiClient, ClientError};
+use sbx::shared::models::sandbox::{
+    CreateSandboxRequest, ExecRequest, LogsQuery, PauseRequest, ResourceLimits, ResumeRequest,
+    Sandbox, SandboxStatus,
+};
+use serde_json::{Value, json};
+
+fn request(name: &str) -> CreateSandboxRequest {
+    CreateSandboxRequest {
+        name: Some(name.into()),
+        image: Some(sbxd::busybox()),
+        ..Default::default()
+    }
+}
+
+async fn wait_settled(client: &ApiClient, name: &str, namespace: &str) -> Sandbox {
+    let started = Instant::now();
+    loop {
+        let s = client
+            .get_sandbox(name, namespace)
+            .await
+            .expect("get sandbox");
+        let settled = (s.status == SandboxStatus::Running && s.ready == "True")
+            || s.status == SandboxStatus::Failed;
+        if settled {
+            return s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{name} never settled: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn create_ready(client: &ApiClient, req: CreateSandboxRequest) -> Sandbox {
+    let name = req.name.clone().unwrap();
+    let ns = req.namespace.clone().unwrap_or_else(|| "default".into());
+    client.create_sandbox(&req).await.expect("create");
+    let s = wait_settled(client, &name, &ns).await;
+    assert_eq!(s.status, SandboxStatus::Running, "{s:?}");
+    s
+}
+
+async fn sh(client: &ApiClient, name: &str, command: &str) -> (i32, String, String) {
+    let r = client
+        .exec_sandbox(
+            name,
+            "default",
+            &ExecRequest {
+                command: Some(command.into()),
+                timeout_seconds: Some(60),
+            },
+        )
+        .await
+        .expect("exec");
+    (r.exit_code, r.stdout, r.stderr)
+}
+
+fn api_status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
+    match r {
+        Err(ClientError::Api(e)) => (e.status, e.code),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Ids of the sandboxes that exist on disk now.
+fn sandbox_ids(daemon: &Daemon) -> Vec<String> {
+    std::fs::read_dir(daemon.data_dir.join("sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_no_leftovers(daemon: &Daemon, ids: &[String]) {
+    for id in ids {
+        let left = sbxd::leftovers(daemon, Some(id));
+        assert!(left.is_empty(), "sandbox {id} left: {left:?}");
+    }
+}
+
+#[tokio::test]
+async fn lifecycle_exec_logs_pause_metrics_delete() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+
+    let http = daemon.http();
+    let response = http
+        .post(format!("{}/api/v1/sandboxes", daemon.url))
+        .header("X-API-Key", daemon.admin_token())
+        .json(&request("demo"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(
+        response.headers()["location"],
+        "/api/v1/sandboxes/demo?namespace=default"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["data"],
+        json!({"name": "demo", "namespace": "default", "image": sbxd::busybox()})
+    );
+
+    let s = wait_settled(&client, "demo", "default").await;
+    assert_eq!(
+        (s.status, s.ready.as_str(), s.restarts),
+        (SandboxStatus::Running, "True", 0)
+    );
+    assert_eq!(s.error_message, "");
+    assert_eq!(s.backend, "sbxd");
+    assert!(s.age.starts_with("0:00:"), "{}", s.age);
+    let listed = client.list_sandboxes(Some("default")).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["demo"]
+    );
+    assert!(
+        client
+            .list_sandboxes(Some("other"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let (code, out, err) = sh(&client, "demo", "echo out; echo err >&2; hostname; exit 3").await;
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (3, "out\ndemo\n", "err\n")
+    );
+    let r = client
+        .exec_sandbox(
+            "demo",
+            "default",
+            &ExecRequest {
+                command: Some("true".into()),
+                timeout_seconds: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.exit_code, 0);
+    assert!(!r.timed_out && !r.truncated);
+
+    // The main process's stdout is the sandbox log.
+    sh(
+        &client,
+        "demo",
+        "for i in 1 2 3; do echo line-$i > /proc/1/fd/1; done; echo oops > /proc/1/fd/2",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let q = |tail: u64, since: u64| LogsQuery {
+        namespace: None,
+        container: "sandbox".into(),
+        tail,
+        since,
+    };
+    let logs = client.sandbox_logs("demo", &q(200, 0)).await.unwrap().logs;
+    assert_eq!(logs, "line-1\nline-2\nline-3\noops\n");
+    assert_eq!(
+        client.sandbox_logs("demo", &q(2, 0)).await.unwrap().logs,
+        "line-3\noops\n"
+    );
+    assert_eq!(
+        client.sandbox_logs("demo", &q(200, 60)).await.unwrap().logs,
+        logs
+    );
+    let (status, code) = api_status(
+        client
+            .sandbox_logs(
+                "demo",
+                &LogsQuery {
+                    container: "sidecar".into(),
+                    ..q(1, 0)
+                },
+            )
+            .await,
+    );
+    assert_eq!((status, code.as_str()), (400, "BadRequest"));
+    let (status, _) = api_status(client.sandbox_logs("ghost", &q(1, 0)).await);
+    assert_eq!(status, 404);
+
+    // Metrics from the cgroup.
+    sh(
+        &client,
+        "demo",
+        "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+    )
+    .await;
+    let metrics = client.sandbox_metrics("default").await.unwrap();
+    assert_eq!(metrics.len(), 1);
+    assert!(metrics[0].cpu_usage.ends_with('m'), "{:?}", metrics[0]);
+    assert!(metrics[0].memory_usage.ends_with("Mi"), "{:?}", metrics[0]);
+
+    // Pause freezes: status Paused, not ready, exec refused; resume brings it back.
+    client
+        .pause_sandbox("demo", &PauseRequest::default())
+        .await
+        .unwrap();
+    let s = client.get_sandbox("demo", "default").await.unwrap();
+    assert_eq!(
+        (s.status, s.ready.as_str()),
+        (SandboxStatus::Paused, "False")
+    );
+    let id = sandbox_ids(&daemon).pop().unwrap();
+    let freezer = std::fs::read_to_string(format!("/sys/fs/cgroup/freezer/sbx/{id}/freezer.state"))
+        .unwrap_or_default();
+    assert_eq!(freezer.trim(), "FROZEN");
+    let (status, code) = api_status(
+        client
+            .exec_sandbox(
+                "demo",
+                "default",
+                &ExecRequest {
+                    command: Some("true".into()),
+                    timeout_seconds: None,
+                },
+            )
+            .await,
+    );
+    assert_eq!((status, code.as_str()), (409, "Conflict"));
+    client
+        .resume_sandbox("demo", &ResumeRequest::default())
+        .await
+        .unwrap();
+    client
+        .resume_sandbox("demo", &ResumeRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(sh(&client, "demo", "echo back").await.1, "back\n");
+
+    // Exec limits: timeout kills the command tree.
+    let r = client
+        .exec_sandbox(
+            "demo",
+            "default",
+            &ExecRequest {
+                command: Some("sleep 30 & sleep 30; echo never".into()),
+                timeout_seconds: Some(1),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.exit_code, r.timed_out), (124, true));
+    assert!(r.duration_ms < 10_000, "{}", r.duration_ms);
+    let (code, out, _) = sh(&client, "demo", "ps -o comm | grep -c '^sleep$' || true").await;
+    assert_eq!(
+        (code, out.trim()),
+        (0, "0"),
+        "the timed-out command's children were killed"
+    );
+
+    // Delete removes everything.
+    let ids = sandbox_ids(&daemon);
+    client.delete_sandbox("demo", "default").await.unwrap();
+    let (status, code) = api_status(client.get_sandbox("demo", "default").await);
+    assert_eq!((status, code.as_str()), (404, "NotFound"));
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
+async fn create_body_fields_take_effect_inside_the_sandbox() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("app.env");
+    std::fs::write(
+        &env_file,
+        "# app\nSECRET_TOKEN=s3cr3t-value\nexport GREETING=\"hello world\"\n",
+    )
+    .unwrap();
+
+    let mut req = request("shaped");
+    req.pod_non_root = true;
+    req.cap_add = Some(vec!["NET_BIND_SERVICE".into()]);
+    req.limits = Some(ResourceLimits {
+        cpu: Some("250m".into()),
+        memory: Some("48Mi".into()),
+        ..Default::default()
+    });
+    req.env_file = Some(env_file.display().to_string());
+    req.before_script = Some("echo prepared > /tmp/marker; sleep 0.3".into());
+    create_ready(&client, req).await;
+
+    let (_, out, _) = sh(&client, "shaped", "id -u; id -g; id -G").await;
+    assert_eq!(out, "65532\n65532\n65532\n");
+    let (_, status, _) = sh(
+        &client,
+        "shaped",
+        "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status",
+    )
+    .await;
+    assert!(
+        status.contains("CapEff:\t0000000000000400"),
+        "only NET_BIND_SERVICE: {status}"
+    );
+    assert!(status.contains("CapBnd:\t0000000000000400"), "{status}");
+    assert!(
+        status.contains("NoNewPrivs:\t1") && status.contains("Seccomp:\t2"),
+        "{status}"
+    );
+    let (code, _, _) = sh(&client, "shaped", "nc -l -p 80 & p=$!; sleep 0.2; kill $p").await;
+    assert_eq!(
+        code, 0,
+        "binding :80 works with NET_BIND_SERVICE as uid 65532"
+    );
+    let (_, owner, _) = sh(&client, "shaped", "touch /owned && stat -c %u /owned").await;
+    assert_eq!(owner, "65532\n", "the writable root belongs to 65532");
+
+    let (_, env, _) = sh(&client, "shaped", "echo \"$SECRET_TOKEN|$GREETING\"").await;
+    assert_eq!(env, "s3cr3t-value|hello world\n");
+    assert!(
+        !daemon.log_text().contains("s3cr3t-value"),
+        "env values must not be logged"
+    );
+    assert_eq!(
+        sh(&client, "shaped", "cat /tmp/marker").await.1,
+        "prepared\n",
+        "before_script ran before Ready"
+    );
+
+    let (_, quota, _) = sh(
+        &client,
+        "shaped",
+        "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    )
+    .await;
+    assert_eq!(quota, "25000\n100000\n");
+    let (_, limit, _) = sh(
+        &client,
+        "shaped",
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+    )
+    .await;
+    assert_eq!(limit.trim(), (48u64 << 20).to_string());
+    let (code, _, _) = sh(
+        &client,
+        "shaped",
+        "dd if=/dev/zero of=/dev/null bs=128M count=1",
+    )
+    .await;
+    assert_eq!(code, 137, "allocating past the memory limit is OOM-killed");
+
+    // Root by default, with no capabilities at all.
+    create_ready(&client, request("plain")).await;
+    let (_, out, _) = sh(
+        &client,
+        "plain",
+        "id -u; grep CapEff /proc/self/status; chown 65532 /tmp 2>&1; echo $?",
+    )
+    .await;
+    assert!(out.starts_with("0\nCapEff:\t0000000000000000\n"), "{out}");
+    assert!(
+        out.trim_end().ends_with('1'),
+        "chown needs CAP_CHOWN: {out}"
+    );
+
+    // container_non_root: uid 65532, group unchanged.
+    let mut req = request("cnr");
+    req.container_non_root = true;
+    create_ready(&client, req).await;
+    assert_eq!(sh(&client, "cnr", "id -u; id -g").await.1, "65532\n0\n");
+
+    // A failing before_script fails the sandbox with its reason.
+    let mut req = request("broken");
+    req.before_script = Some("echo nope >&2; exit 4".into());
+    client.create_sandbox(&req).await.unwrap();
+    let s = wait_settled(&client, "broken", "default").await;
+    assert_eq!(
+        (s.status, s.ready.as_str()),
+        (SandboxStatus::Failed, "False")
+    );
+    assert!(
+        s.error_message.contains("code 4") && s.error_message.contains("nope"),
+        "{}",
+        s.error_message
+    );
+
+    let ids = sandbox_ids(&daemon);
+    let deleted = client.delete_all_sandboxes("default").await.unwrap();
+    assert_eq!(deleted.results.len(), 4);
+    assert!(
+        deleted
+            .results
+            .iter()
+            .all(|r| r.success && r.error.is_none()),
+        "{deleted:?}"
+    );
+    assert!(
+        client
+            .list_sandboxes(Some("default"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
+async fn egress_allow_lists_are_enforced() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    let fetch =
+        |addr: &str| format!("wget -q -T 3 -O - http://{addr}:{SERVER_PORT}/ 2>&1; echo rc=$?");
+
+    create_ready(&client, request("open")).await;
+    let mut req = request("allow");
+    req.egress_whitelist = Some(vec!["198.51.100.0/24".into()]);
+    create_ready(&client, req).await;
+    let mut req = request("closed");
+    req.egress_whitelist = Some(vec![]);
+    create_ready(&client, req).await;
+
+    let (_, out, _) = sh(&client, "open", &fetch(ALLOWED_ADDR)).await;
+    assert!(
+        out.contains("hello-from-ext") && out.contains("rc=0"),
+        "{out}"
+    );
+    let (_, out, _) = sh(&client, "open", &fetch(DENIED_ADDR)).await;
+    assert!(
+        out.contains("hello-from-ext"),
+        "unrestricted reaches everything: {out}"
+    );
+
+    let (_, out, _) = sh(&client, "allow", &fetch(ALLOWED_ADDR)).await;
+    assert!(out.contains("hello-from-ext"), "{out}");
+    let started = Instant::now();
+    let (_, out, _) = sh(&client, "allow", &fetch(DENIED_ADDR)).await;
+    assert!(
+        !out.contains("hello-from-ext") && !out.contains("rc=0"),
+        "{out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "denied traffic fails fast"
+    );
+
+    for addr in [ALLOWED_ADDR, DENIED_ADDR] {
+        let (_, out, _) = sh(&client, "closed", &fetch(addr)).await;
+        assert!(!out.contains("hello-from-ext"), "[] allows nothing: {out}");
+    }
+    let ids = sandbox_ids(&daemon);
+    client.delete_all_sandboxes("default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
+async fn every_error_status_of_the_sandbox_routes() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    let token = daemon.admin_token();
+    let post = |path: &str, body: Value| {
+        let http = daemon.http();
+        let url = format!("{}{path}", daemon.url);
+        let token = token.clone();
+        async move {
+            let r = http
+                .post(url)
+                .header("X-API-Key", token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let image = sbxd::busybox();
+    let cases = [
+        (json!({"image": image}), "'name'"),
+        (json!({"name": "x"}), "'image'"),
+        (
+            json!({"name": "Bad_Name", "image": image}),
+            "not a valid name",
+        ),
+        (
+            json!({"name": "x", "image": image, "namespace": "NS!"}),
+            "namespace",
+        ),
+        (
+            json!({"name": "x", "image": image, "limits": {"cpu": "lots"}}),
+            "invalid limits",
+        ),
+        (
+            json!({"name": "x", "image": image, "limits": {"gpu": "1"}}),
+            "gpu",
+        ),
+        (
+            json!({"name": "x", "image": image, "limits": {"memory": "1Ki"}}),
+            "memory",
+        ),
+        (
+            json!({"name": "x", "image": image, "env_file": "/nonexistent/app.env"}),
+            "bad env file",
+        ),
+        (
+            json!({"name": "x", "image": image, "egress_whitelist": ["example.com"]}),
+            "egress_whitelist",
+        ),
+        (
+            json!({"name": "x", "image": image, "cap_add": ["FLY"]}),
+            "FLY",
+        ),
+        (
+            json!({"name": "x", "image": image, "backend": "kata-qemu-longhorn"}),
+            "backend",
+        ),
+    ];
+    for (body, needle) in cases {
+        let (status, response) = post("/api/v1/sandboxes", body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {response}");
+        assert_eq!(response["error"]["code"], "BadRequest");
+        assert!(
+            response["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(needle),
+            "{needle}: {response}"
+        );
+    }
+    let (status, _) = post("/api/v1/sandboxes", json!({"name": "x", "image": 5})).await;
+    assert_eq!(status, 422);
+
+    create_ready(&client, request("taken")).await;
+    let (status, response) = post(
+        "/api/v1/sandboxes",
+        json!({"name": "taken", "image": image}),
+    )
+    .await;
+    assert_eq!(status, 400, "an existing name is 400: {response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
+
+    let (status, response) = post("/api/v1/sandboxes/taken/exec", json!({})).await;
+    assert_eq!(
+        (status, response["error"]["code"].as_str()),
+        (400, Some("BadRequest"))
+    );
+    let (status, _) = post(
+        "/api/v1/sandboxes/taken/exec",
+        json!({"command": "true", "timeout_seconds": 0}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = post("/api/v1/sandboxes/ghost/exec", json!({"command": "true"})).await;
+    assert_eq!(status, 404);
+    for action in ["pause", "resume"] {
+        let (status, _) = post(&format!("/api/v1/sandboxes/ghost/{action}"), json!({})).await;
+        assert_eq!(status, 404, "{action}");
+    }
+    let (status, code) = api_status(client.delete_sandbox("ghost", "default").await);
+    assert_eq!((status, code.as_str()), (404, "NotFound"));
+
+    // An image the registry does not have: the sandbox fails with the reason.
+    let mut req = request("noimage");
+    req.image = Some(format!("{}/sbx-test/absent:latest", sbxd::registry()));
+    client.create_sandbox(&req).await.unwrap();
+    let s = wait_settled(&client, "noimage", "default").await;
+    assert_eq!(s.status, SandboxStatus::Failed);
+    assert!(s.error_message.contains("absent"), "{}", s.error_message);
+    let (status, code) = api_status(
+        client
+            .exec_sandbox(
+                "noimage",
+                "default",
+                &ExecRequest {
+                    command: Some("true".into()),
+                    timeout_seconds: None,
+                },
+            )
+            .await,
+    );
+    assert_eq!((status, code.as_str()), (409, "Conflict"));
+
+    let ids = sandbox_ids(&daemon);
+    client.delete_all_sandboxes("default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
+async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
+    let net = TestNet::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    sbxd::write_config(&config, &net, "");
+    let args = ["--config", config.to_str().unwrap()];
+    let daemon = Daemon::start_with(&args);
+    let client = daemon.admin();
+    create_ready(&client, request("keeper")).await;
+    create_ready(&client, request("victim")).await;
+    sh(&client, "keeper", "echo before-restart > /proc/1/fd/1").await;
+    let keeper_pid = sh(&client, "keeper", "cat /proc/1/stat | cut -d' ' -f1")
+        .await
+        .1;
+    assert_eq!(keeper_pid.trim(), "1");
+
+    let mut daemon = daemon;
+    assert!(daemon.stop());
+    // While the daemon is down, kill the victim's main process from the host.
+    let runtime_root = daemon.data_dir.join("runtime").join("runc");
+    let ids = sandbox_ids(&daemon);
+    let mut killed = false;
+    for id in &ids {
+        let spec = std::fs::read_to_string(
+            daemon
+                .data_dir
+                .join("sandboxes")
+                .join(id)
+                .join("etc/hostname"),
+        )
+        .unwrap_or_default();
+        if spec.trim() == "victim" {
+            let out = std::process::Command::new("runc")
+                .arg("--root")
+                .arg(&runtime_root)
+                .args(["state", id])
+                .output()
+                .unwrap();
+            let state: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let pid = state["pid"].as_i64().unwrap();
+            std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+            killed = true;
+        }
+    }
+    assert!(killed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let daemon = daemon.restart(&args);
+    let client = daemon.admin();
+    let keeper = client.get_sandbox("keeper", "default").await.unwrap();
+    assert_eq!(
+        (keeper.status, keeper.ready.as_str()),
+        (SandboxStatus::Running, "True")
+    );
+    assert_eq!(
+        sh(&client, "keeper", "echo still-here").await.1,
+        "still-here\n"
+    );
+    let logs = client
+        .sandbox_logs(
+            "keeper",
+            &LogsQuery {
+                namespace: None,
+                container: "sandbox".into(),
+                tail: 10,
+                since: 0,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(logs.logs.contains("before-restart"));
+    let victim = client.get_sandbox("victim", "default").await.unwrap();
+    assert_eq!(victim.status, SandboxStatus::Failed);
+    assert!(
+        victim.error_message.contains("137") && victim.error_message.contains("not running"),
+        "{}",
+        victim.error_message
+    );
+
+    client.delete_all_sandboxes("default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
+async fn twenty_concurrent_creates_and_deletes_leak_nothing() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    let names: Vec<String> = (0..20).map(|i| format!("burst-{i}")).collect();
+    let creates = names.iter().map(|n| {
+        let client = client.clone();
+        let n = n.clone();
+        async move { create_ready(&client, request(&n)).await }
+    });
+    futures_util::future::join_all(creates).await;
+    assert_eq!(
+        client.list_sandboxes(Some("default")).await.unwrap().len(),
+        20
+    );
+    let ids = sandbox_ids(&daemon);
+    assert_eq!(ids.len(), 20);
+    let execs = names.iter().map(|n| {
+        let client = client.clone();
+        let n = n.clone();
+        async move { sh(&client, &n, "hostname").await.1 }
+    });
+    let hostnames = futures_util::future::join_all(execs).await;
+    assert_eq!(
+        hostnames,
+        names.iter().map(|n| format!("{n}\n")).collect::<Vec<_>>()
+    );
+    let deletes = names.iter().map(|n| {
+        let client = client.clone();
+        let n = n.clone();
+        async move { client.delete_sandbox(&n, "default").await.unwrap() }
+    });
+    futures_util::future::join_all(deletes).await;
+    assert!(client.list_sandboxes(None).await.unwrap().is_empty());
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[test]
+fn the_cli_creates_execs_lists_and_deletes() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let config = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        cli(config.path())
+            .args(["--server", &daemon.url, "--api-key", &daemon.admin_token()])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "sandbox",
+        "create",
+        "demo",
+        "--image",
+        &sbxd::busybox(),
+        "--limit",
+        "cpu=500m,memory=128Mi",
+        "--egress",
+        "198.51.100.0/24",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Running"));
+    let out = run(&["sandbox", "exec", "demo", "--", "uname", "-s"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Linux\n");
+    let out = run(&[
+        "sandbox",
+        "exec",
+        "demo",
+        "--",
+        "sh",
+        "-c",
+        "echo to-err >&2; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "to-err\n");
+    let out = run(&["sandbox", "exec", "demo", "--", "echo", "a b", "$HOME"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "a b $HOME\n",
+        "arguments reach the shell intact"
+    );
+    let out = run(&["sandbox", "list"]);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        table.starts_with("NAMESPACE") && table.contains("demo") && table.contains("True"),
+        "{table}"
+    );
+    let out = run(&["sandbox", "list", "-o", "json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["name"], "demo");
+    let out = run(&["sandbox", "pause", "demo"]);
+    assert!(out.status.success());
+    let out = run(&["sandbox", "get", "demo", "-o", "json"]);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"],
+        "Paused"
+    );
+    assert!(run(&["sandbox", "resume", "demo"]).status.success());
+    let out = run(&["sandbox", "metrics"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("demo"));
+    let out = run(&["sandbox", "logs", "demo", "--tail", "5", "--since", "10m"]);
+    assert!(out.status.success());
+    let out = run(&["sandbox", "get", "ghost"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(NotFound)"));
+    let out = run(&["sandbox", "delete-all", "--yes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deleted demo"));
+}
