@@ -22,6 +22,9 @@ _sbx() {
             sbx,help)
                 cmd="sbx__subcmd__help"
                 ;;
+            sbx,image)
+                cmd="sbx__subcmd__image"
+                ;;
             sbx,key)
                 cmd="sbx__subcmd__key"
                 ;;
@@ -46,6 +49,9 @@ _sbx() {
             sbx__subcmd__help,help)
                 cmd="sbx__subcmd__help__subcmd__help"
                 ;;
+            sbx__subcmd__help,image)
+                cmd="sbx__subcmd__help__subcmd__image"
+                ;;
             sbx__subcmd__help,key)
                 cmd="sbx__subcmd__help__subcmd__key"
                 ;;
@@ -63,6 +69,15 @@ _sbx() {
                 ;;
             sbx__subcmd__help,whoami)
                 cmd="sbx__subcmd__help__subcmd__whoami"
+                ;;
+            sbx__subcmd__help__subcmd__image,import)
+                cmd="sbx__subcmd__help__subcmd__image__subcmd__import"
+                ;;
+            sbx__subcmd__help__subcmd__image,list)
+                cmd="sbx__subcmd__help__subcmd__image__subcmd__list"
+                ;;
+            sbx__subcmd__help__subcmd__image,pull)
+                cmd="sbx__subcmd__help__subcmd__image__subcmd__pull"
                 ;;
             sbx__subcmd__help__subcmd__key,create)
                 cmd="sbx__subcmd__help__subcmd__key__subcmd__create"
@@ -102,6 +117,33 @@ _sbx() {
                 ;;
             sbx__subcmd__help__subcmd__sandbox,resume)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__resume"
+                ;;
+            sbx__subcmd__image,help)
+                cmd="sbx__subcmd__image__subcmd__help"
+                ;;
+            sbx__subcmd__image,import)
+                cmd="sbx__subcmd__image__subcmd__import"
+                ;;
+            sbx__subcmd__image,list)
+                cmd="sbx__subcmd__image__subcmd__list"
+                ;;
+            sbx__subcmd__image,ls)
+                cmd="sbx__subcmd__image__subcmd__list"
+                ;;
+            sbx__subcmd__image,pull)
+                cmd="sbx__subcmd__image__subcmd__pull"
+                ;;
+            sbx__subcmd__image__subcmd__help,help)
+                cmd="sbx__subcmd__image__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__image__subcmd__help,import)
+                cmd="sbx__subcmd__image__subcmd__help__subcmd__import"
+                ;;
+            sbx__subcmd__image__subcmd__help,list)
+                cmd="sbx__subcmd__image__subcmd__help__subcmd__list"
+                ;;
+            sbx__subcmd__image__subcmd__help,pull)
+                cmd="sbx__subcmd__image__subcmd__help__subcmd__pull"
                 ;;
             sbx__subcmd__key,create)
                 cmd="sbx__subcmd__key__subcmd__create"
@@ -215,7 +257,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,7 +325,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve login whoami key sandbox completions shim help"
+            opts="serve login whoami key sandbox image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -313,6 +355,62 @@ _sbx() {
         sbx__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__image)
+            opts="list pull import"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__image__subcmd__import)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__image__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__image__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -583,6 +681,212 @@ _sbx() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version list ls pull import help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__help)
+            opts="list pull import help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__help__subcmd__import)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__help__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__import)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__list)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__image__subcmd__pull)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -40,6 +40,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "login" -d 'Save a server UR
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -380,6 +381,70 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "resume" -d 'Resume a paused sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -f -a "list" -d 'List the images in the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -f -a "ls" -d 'List the images in the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the images in the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'
+complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -409,14 +474,15 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
@@ -430,3 +496,6 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "pause" -d 'Pause (freeze) a sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "resume" -d 'Resume a paused sandbox'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the images in the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'

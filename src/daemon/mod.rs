@@ -50,12 +50,12 @@ pub enum ServeError {
 pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeError> {
     match config.platform {
         PlatformKind::Local => {
-            let mut platform = LocalPlatform::open(&config.data_dir)?;
+            let mut platform =
+                LocalPlatform::open(&config.data_dir, config.images.insecure_registries.clone())?;
             platform
                 .start_runtime(RuntimeSettings {
                     runtime: config.runtime.clone(),
                     network: config.network.clone(),
-                    insecure_registries: config.images.insecure_registries.clone(),
                 })
                 .await;
             Ok(Arc::new(platform))

@@ -55,6 +55,9 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         routes::usage::usage,
         routes::install::start_install,
         routes::install::install_status,
+        routes::images::list_images,
+        routes::images::pull_image,
+        routes::images::import_images,
     ),
     components(schemas(ErrorEnvelope, ErrorBody, ErrorCode)),
     modifiers(&Security, &CommonErrors),
@@ -68,6 +71,7 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         (name = "nodes", description = "Node storage pools and node dedication"),
         (name = "usage", description = "Usage showback from the metrics server"),
         (name = "install", description = "Remote node install (off by default)"),
+        (name = "images", description = "The host's image store: list, pull, import (sbx extension)"),
     )
 )]
 pub struct ApiDoc;

@@ -3,6 +3,7 @@ use std::sync::Arc;
 
 use crate::daemon::config::Config;
 use crate::daemon::platform::Platform;
+use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::sandboxes::SandboxService;
 
@@ -17,6 +18,8 @@ pub struct AppState {
     pub keys: Arc<KeyService>,
     /// Sandbox rules over the platform.
     pub sandboxes: Arc<SandboxService>,
+    /// The host's image store (local platform only).
+    pub images: Option<Arc<ImageStore>>,
 }
 
 impl AppState {
@@ -25,11 +28,13 @@ impl AppState {
         let config = Arc::new(config);
         let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
         let sandboxes = Arc::new(SandboxService::new(platform.clone(), config.mode));
+        let images = platform.image_store();
         AppState {
             config,
             platform,
             keys,
             sandboxes,
+            images,
         }
     }
 }

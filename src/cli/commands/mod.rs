@@ -1,5 +1,6 @@
 //! The command registry: one file per command, each an `Args` struct and a `run` function.
 pub mod completions;
+pub mod image;
 pub mod key;
 pub mod login;
 pub mod sandbox;
@@ -27,6 +28,9 @@ pub enum Command {
     Key(key::KeyCommand),
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    /// List, pull and import images on the server's host
+    #[command(subcommand)]
+    Image(image::ImageCommand),
     Completions(completions::CompletionsArgs),
     /// Internal: the per-sandbox shim started by `sbx serve`
     #[command(hide = true)]
@@ -69,6 +73,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Whoami(args) => whoami::run(&Context::new(&cli)?, args).await,
         Command::Key(command) => key::run(&Context::new(&cli)?, command).await,
         Command::Sandbox(command) => sandbox::run(&Context::new(&cli)?, command).await,
+        Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,
         )),

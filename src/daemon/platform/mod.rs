@@ -3,10 +3,12 @@
 //! in beside it.
 pub mod local;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::ApiKey;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 
@@ -138,6 +140,10 @@ pub trait Platform: Send + Sync + 'static {
     -> PlatformResult<Vec<SandboxMetrics>>;
     /// The longest exec this platform allows.
     fn max_exec_timeout(&self) -> Duration;
+
+    /// The image store of this host, where the platform pulls images itself (local);
+    /// `None` where the cluster's nodes do.
+    fn image_store(&self) -> Option<Arc<ImageStore>>;
 
     /// Stores the first admin token where only the service's operator can read it; returns
     /// a description of where (for the log and `sbx login --bootstrap`).

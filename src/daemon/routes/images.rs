@@ -46,7 +46,16 @@ impl From<ImageError> for ServiceError {
     }
 }
 
-/// The wire record of a stored image.
+/// The host's image store, or 404 where the platform has none (on Kubernetes the nodes pull).
+fn store(
+    state: &AppState,
+) -> ServiceResult<&std::sync::Arc<crate::daemon::runtime::images::ImageStore>> {
+    state.images.as_ref().ok_or_else(|| {
+        ServiceError::not_found("this platform has no image store: the cluster's nodes pull images")
+    })
+}
+
+/// The wire record of an image.
 pub fn image_record(image: &Image) -> ImageRecord {
     ImageRecord {
         reference: image.reference.clone(),
@@ -114,7 +123,9 @@ pub async fn list_images(
     State(state): State<AppState>,
     _principal: Principal,
 ) -> ServiceResult<Json<Vec<ImageRecord>>> {
-    Ok(Json(state.images.list().iter().map(image_record).collect()))
+    Ok(Json(
+        store(&state)?.list().iter().map(image_record).collect(),
+    ))
 }
 
 /// Pull an image from its registry into the host's store (any role but `read-only`). Layers
@@ -141,7 +152,7 @@ pub async fn pull_image(
                 "missing required field `reference`: the image to pull, e.g. busybox:latest",
             )
         })?;
-    let image = state.images.pull(reference).await?;
+    let image = store(&state)?.pull(reference).await?;
     Ok((StatusCode::CREATED, Json(image_record(&image))))
 }
 
@@ -169,7 +180,7 @@ pub async fn import_images(
         discard(body).await;
         return Err(rejection);
     }
-    let upload = state.images.new_upload();
+    let upload = store(&state)?.new_upload();
     let mut file = tokio::fs::File::create(upload.path()).await.map_err(|e| {
         ServiceError::internal(format!("cannot create {}: {e}", upload.path().display()))
     })?;
@@ -206,8 +217,7 @@ pub async fn import_images(
         .file_name
         .as_deref()
         .and_then(repository_from_file_name);
-    let images = state
-        .images
+    let images = store(&state)?
         .import_archive_as(upload.path(), fallback.as_deref())
         .await?;
     Ok((

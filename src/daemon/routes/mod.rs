@@ -2,6 +2,7 @@
 //! tests can drive it without a socket.
 pub mod health;
 pub mod identity;
+pub mod images;
 pub mod install;
 pub mod keys;
 pub mod nodes;
@@ -41,6 +42,7 @@ pub fn app(state: AppState) -> Router {
         .merge(nodes::router())
         .merge(usage::router())
         .merge(install::router())
+        .merge(images::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -124,7 +126,7 @@ mod tests {
 
     async fn state() -> (tempfile::TempDir, AppState) {
         let dir = tempfile::tempdir().unwrap();
-        let platform = Arc::new(LocalPlatform::open(dir.path()).unwrap());
+        let platform = Arc::new(LocalPlatform::open(dir.path(), vec![]).unwrap());
         let state = AppState::new(Config::for_data_dir(dir.path()), platform);
         state.keys.reload().await.unwrap();
         (dir, state)

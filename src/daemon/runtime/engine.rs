@@ -150,18 +150,18 @@ async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Vec<u8
 }
 
 impl Sbxd {
-    /// Prepares the engine under `data_dir`: runtime root, image store, network host side.
+    /// Prepares the engine under `data_dir` over the platform's image store: runtime root
+    /// and network host side.
     pub async fn new(
         data_dir: &Path,
         config: RuntimeConfig,
         network: NetworkConfig,
-        insecure_registries: Vec<String>,
+        images: Arc<ImageStore>,
     ) -> Result<Sbxd, RuntimeError> {
         let runc = Runc::new(
             config.oci_runtime,
             &data_dir.join("runtime").join(config.oci_runtime.binary()),
         )?;
-        let images = ImageStore::open(&data_dir.join("images"), insecure_registries)?;
         let network = NetworkManager::new(network).await?;
         let sandboxes_dir = data_dir.join("sandboxes");
         mkdir_private(&sandboxes_dir)?;
@@ -169,7 +169,7 @@ impl Sbxd {
             .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
         Ok(Sbxd {
             runc,
-            images: Arc::new(images),
+            images,
             network: Arc::new(network),
             sandboxes_dir,
             config,

@@ -292,7 +292,7 @@ mod tests {
 
     async fn service(mode: Mode) -> (tempfile::TempDir, KeyService) {
         let dir = tempfile::tempdir().unwrap();
-        let platform = Arc::new(LocalPlatform::open(dir.path()).unwrap());
+        let platform = Arc::new(LocalPlatform::open(dir.path(), vec![]).unwrap());
         let service = KeyService::new(platform, mode);
         service.reload().await.unwrap();
         (dir, service)

@@ -16,6 +16,7 @@ use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{NewSandbox, Platform, PlatformError, PlatformResult, StoredKey};
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
+use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
@@ -30,21 +31,23 @@ pub struct RuntimeSettings {
     pub runtime: RuntimeConfig,
     /// Sandbox networking.
     pub network: NetworkConfig,
-    /// Registries reached over plain HTTP.
-    pub insecure_registries: Vec<String>,
 }
 
 /// State and sandboxes on this host.
 pub struct LocalPlatform {
     data_dir: PathBuf,
     db: Db,
+    images: Arc<ImageStore>,
     sandboxes: OnceLock<Result<Arc<LocalSandboxes>, String>>,
     max_exec: Duration,
 }
 
 impl LocalPlatform {
-    /// Opens (creating if needed, mode 0700) the data dir and its database.
-    pub fn open(data_dir: &Path) -> PlatformResult<LocalPlatform> {
+    /// Opens (creating if needed, mode 0700) the data dir, its database and image store.
+    pub fn open(
+        data_dir: &Path,
+        insecure_registries: Vec<String>,
+    ) -> PlatformResult<LocalPlatform> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -54,9 +57,12 @@ impl LocalPlatform {
                 source,
             })?;
         let db = Db::open(&data_dir.join("sbx.db"))?;
+        let images = ImageStore::open(&data_dir.join("images"), insecure_registries)
+            .map_err(|e| PlatformError::Store(format!("image store: {e}")))?;
         Ok(LocalPlatform {
             data_dir: data_dir.to_path_buf(),
             db,
+            images: Arc::new(images),
             sandboxes: OnceLock::new(),
             max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
         })
@@ -71,7 +77,7 @@ impl LocalPlatform {
             &self.data_dir,
             settings.runtime,
             settings.network,
-            settings.insecure_registries,
+            self.images.clone(),
         )
         .await
         {
@@ -283,6 +289,10 @@ impl Platform for LocalPlatform {
         self.max_exec
     }
 
+    fn image_store(&self) -> Option<Arc<ImageStore>> {
+        Some(self.images.clone())
+    }
+
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {
         let path = self.data_dir.join(ADMIN_TOKEN_FILE);
         let tmp = self.data_dir.join(format!(".{ADMIN_TOKEN_FILE}.tmp"));
@@ -330,7 +340,7 @@ mod tests {
     #[tokio::test]
     async fn keys_round_trip_through_sqlite() {
         let dir = tempfile::tempdir().unwrap();
-        let platform = LocalPlatform::open(dir.path()).unwrap();
+        let platform = LocalPlatform::open(dir.path(), vec![]).unwrap();
         platform.insert_key(&stored("k1", "ci")).await.unwrap();
         platform.insert_key(&stored("k2", "ci")).await.unwrap();
         platform.insert_key(&stored("k3", "dev")).await.unwrap();
@@ -354,7 +364,7 @@ mod tests {
     async fn bootstrap_token_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let platform = LocalPlatform::open(dir.path()).unwrap();
+        let platform = LocalPlatform::open(dir.path(), vec![]).unwrap();
         let at = platform.store_bootstrap_token("abc_def").await.unwrap();
         let meta = std::fs::metadata(&at).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);

@@ -96,6 +96,7 @@ fn parse_status(text: &str) -> SandboxStatus {
 fn runtime_error(e: RuntimeError) -> PlatformError {
     match e {
         RuntimeError::Invalid(m) => PlatformError::Invalid(m),
+        RuntimeError::Image(e) if e.is_caller_error() => PlatformError::Invalid(e.to_string()),
         RuntimeError::Unavailable(m) => PlatformError::Unavailable(m),
         other => PlatformError::Store(other.to_string()),
     }
