@@ -274,9 +274,32 @@ struct Lab {
     children: Vec<Child>,
 }
 
+/// Removes namespaces of labs whose test process died without cleaning up (killed), so a
+/// shared machine does not collect them. Names are `sbxt<pid><letters>...`.
+fn sweep_dead_labs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(entries) = std::fs::read_dir("/run/netns") else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix("sbxt") else {
+                continue;
+            };
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let alive = Path::new("/proc").join(&digits).exists();
+            if !digits.is_empty() && !alive {
+                let _ = cmd(&["ip", "netns", "del", &name], None);
+            }
+        }
+    });
+}
+
 impl Lab {
     /// `name`: short and unique among the tests of this file.
     fn new(name: &str) -> Lab {
+        sweep_dead_labs();
         let id = format!("sbxt{}{name}", std::process::id());
         // Built first so that a failing step below still cleans up on unwind.
         let mut lab = Lab {

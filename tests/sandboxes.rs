@@ -161,7 +161,7 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
     sh(
         &client,
         "demo",
-        "for i in 1 2 3; do echo line-$i > /proc/1/fd/1; done; echo oops > /proc/1/fd/2",
+        "for i in 1 2 3; do echo line-$i > /proc/1/fd/1; done; sleep 0.2; echo oops > /proc/1/fd/2",
     )
     .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -259,7 +259,7 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
         .unwrap();
     assert_eq!((r.exit_code, r.timed_out), (124, true));
     assert!(r.duration_ms < 10_000, "{}", r.duration_ms);
-    let (code, out, _) = sh(&client, "demo", "ps -o comm | grep -c '^sleep$' || true").await;
+    let (code, out, _) = sh(&client, "demo", "ps -o args | grep -c '^sleep 30$' || true").await;
     assert_eq!(
         (code, out.trim()),
         (0, "0"),
@@ -418,8 +418,12 @@ async fn egress_allow_lists_are_enforced() {
     let net = TestNet::new();
     let daemon = sbxd::daemon(&net, "");
     let client = daemon.admin();
-    let fetch =
-        |addr: &str| format!("wget -q -T 3 -O - http://{addr}:{SERVER_PORT}/ 2>&1; echo rc=$?");
+    // busybox-static's wget crashes even on literal addresses; nc speaks plain HTTP.
+    let fetch = |addr: &str| {
+        format!(
+            "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {addr} {SERVER_PORT} 2>&1; echo rc=$?"
+        )
+    };
 
     create_ready(&client, request("open")).await;
     let mut req = request("allow");
@@ -486,8 +490,8 @@ async fn every_error_status_of_the_sandbox_routes() {
     };
     let image = sbxd::busybox();
     let cases = [
-        (json!({"image": image}), "'name'"),
-        (json!({"name": "x"}), "'image'"),
+        (json!({"image": image}), "`name`"),
+        (json!({"name": "x"}), "`image`"),
         (
             json!({"name": "Bad_Name", "image": image}),
             "not a valid name",

@@ -28,6 +28,8 @@ pub struct Daemon {
     _tmp: Arc<tempfile::TempDir>,
     /// Every line the daemon wrote to stderr so far.
     pub log: Arc<Mutex<Vec<String>>>,
+    /// Whether dropping this value also removes sandboxes its daemon left running.
+    reap_on_drop: bool,
 }
 
 impl Daemon {
@@ -96,6 +98,7 @@ impl Daemon {
             data_dir,
             _tmp: tmp,
             log,
+            reap_on_drop: true,
         }
     }
 
@@ -145,6 +148,7 @@ impl Daemon {
     /// Stops the daemon and starts it again on the same data dir (new port).
     pub fn restart(mut self, args: &[&str]) -> Daemon {
         assert!(self.stop(), "daemon did not stop cleanly");
+        self.reap_on_drop = false;
         let tmp = self._tmp.clone();
         let data_dir = self.data_dir.clone();
         Daemon::spawn(tmp, data_dir, args)
@@ -159,6 +163,73 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
+        if self.reap_on_drop {
+            reap_sandboxes(&self.data_dir);
+        }
+    }
+}
+
+/// Removes what sandboxes of a stopped daemon left on the host (sandboxes outlive their
+/// daemon by design), so that a failing test leaks nothing: containers, their processes,
+/// cgroups and mounts. Their network namespaces are removed by `sbxd::TestNet`.
+pub fn reap_sandboxes(data_dir: &Path) {
+    for runtime in ["runc", "crun"] {
+        let root = data_dir.join("runtime").join(runtime);
+        if !root.is_dir() {
+            continue;
+        }
+        let listed = Command::new(runtime)
+            .arg("--root")
+            .arg(&root)
+            .args(["list", "-q"])
+            .output();
+        for id in listed
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+        {
+            let _ = Command::new(runtime)
+                .arg("--root")
+                .arg(&root)
+                .args(["delete", "--force", id])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let ids: Vec<String> = std::fs::read_dir(data_dir.join("sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    for id in &ids {
+        if let Ok(procs) =
+            std::fs::read_to_string(format!("/sys/fs/cgroup/pids/sbx/{id}/cgroup.procs"))
+        {
+            for pid in procs.lines() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    for id in &ids {
+        if let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") {
+            for h in hierarchies.flatten() {
+                let _ = std::fs::remove_dir(h.path().join("sbx").join(id));
+            }
+        }
+    }
+    let data = data_dir.display().to_string();
+    let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&data))
+        .collect();
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in mounts {
+        let _ = Command::new("umount").args(["-l", &m]).status();
     }
 }
 

@@ -137,6 +137,16 @@ impl Drop for TestNet {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Sandbox namespaces of daemons that used this net (left behind when a test failed).
+        let prefix = self.router.replace("sbxt-r", "sbxt-s");
+        if let Ok(entries) = std::fs::read_dir("/run/netns") {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) {
+                    let _ = Command::new("ip").args(["netns", "del", &name]).status();
+                }
+            }
+        }
         for ns in [&self.router, &self.ext] {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
@@ -155,10 +165,13 @@ pub fn daemon(net: &TestNet, extra_config: &str) -> Daemon {
 
 /// The config file of [`daemon`].
 pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
+    // A netns prefix of this test's own: clean-up of stale namespaces never touches another
+    // daemon's sandboxes.
     let text = format!(
-        "[images]\ninsecureRegistries = [\"{}\"]\n\n[network]\nhostNetns = \"{}\"\ndns = [\"100.64.0.2\"]\n{extra}\n",
+        "[images]\ninsecureRegistries = [\"{}\"]\n\n[network]\nhostNetns = \"{}\"\nnetnsPrefix = \"{}-\"\ndns = [\"100.64.0.2\"]\n{extra}\n",
         registry(),
-        net.router
+        net.router,
+        net.router.replace("sbxt-r", "sbxt-s")
     );
     std::fs::write(path, text).expect("write config");
 }
@@ -192,8 +205,13 @@ pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
         }
     }
     if let Some(id) = id_hint {
-        if Path::new(&format!("/run/netns/sbx-{id}")).exists() {
-            found.push(format!("netns sbx-{id}"));
+        if let Ok(entries) = std::fs::read_dir("/run/netns") {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(id) {
+                    found.push(format!("netns {name}"));
+                }
+            }
         }
     }
     found

@@ -137,16 +137,30 @@ fn caps(set: &[Capability], non_root: bool) -> Result<LinuxCapabilities, Runtime
         .map_err(RuntimeError::spec)
 }
 
+/// Open-file limit of sandbox processes: 65536, or the daemon's own hard limit when lower
+/// (raising it needs CAP_SYS_RESOURCE, which hosts may withhold).
+fn nofile_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let hard = if ok { limit.rlim_max } else { 1024 };
+    hard.min(65536)
+}
+
 /// The process definition, shared by the main process and every exec.
 pub fn process(config: &BundleConfig, args: Vec<String>) -> Result<Process, RuntimeError> {
     let mut user = UserBuilder::default().uid(config.uid).gid(config.gid);
     if !config.additional_gids.is_empty() {
         user = user.additional_gids(config.additional_gids.clone());
     }
+    let nofile = nofile_limit();
     let rlimit = PosixRlimitBuilder::default()
         .typ(PosixRlimitType::RlimitNofile)
-        .hard(1024u64 * 64)
-        .soft(1024u64 * 64)
+        .hard(nofile)
+        .soft(nofile)
         .build()
         .map_err(RuntimeError::spec)?;
     ProcessBuilder::default()

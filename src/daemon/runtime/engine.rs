@@ -108,8 +108,10 @@ pub struct Sbxd {
     runc: Runc,
     /// The image store.
     pub images: Arc<ImageStore>,
-    /// Sandbox networking.
-    pub network: Arc<NetworkManager>,
+    network_config: NetworkConfig,
+    /// Set up on first use, so that a daemon that never runs a sandbox never touches the
+    /// host's network configuration.
+    network: tokio::sync::OnceCell<NetworkManager>,
     sandboxes_dir: PathBuf,
     config: RuntimeConfig,
     shim_exe: PathBuf,
@@ -162,7 +164,6 @@ impl Sbxd {
             config.oci_runtime,
             &data_dir.join("runtime").join(config.oci_runtime.binary()),
         )?;
-        let network = NetworkManager::new(network).await?;
         let sandboxes_dir = data_dir.join("sandboxes");
         mkdir_private(&sandboxes_dir)?;
         let shim_exe = std::env::current_exe()
@@ -170,11 +171,25 @@ impl Sbxd {
         Ok(Sbxd {
             runc,
             images,
-            network: Arc::new(network),
+            network_config: network,
+            network: tokio::sync::OnceCell::new(),
             sandboxes_dir,
             config,
             shim_exe,
         })
+    }
+
+    /// Sandbox networking, set up on the first call.
+    pub async fn network(&self) -> Result<&NetworkManager, RuntimeError> {
+        self.network
+            .get_or_try_init(|| NetworkManager::new(self.network_config.clone()))
+            .await
+            .map_err(RuntimeError::from)
+    }
+
+    /// Whether sandbox networking was ever set up by this process.
+    pub fn network_started(&self) -> bool {
+        self.network.initialized()
     }
 
     /// The runtime settings.
@@ -239,12 +254,13 @@ impl Sbxd {
         let _ = std::fs::remove_file(self.exit_path(&spec.id));
         let egress =
             Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
-        let attachment = self.network.attach(&spec.id, spec.slot, &egress).await?;
+        let network = self.network().await?;
+        let attachment = network.attach(&spec.id, spec.slot, &egress).await?;
 
         let etc = dir.join("etc");
         mkdir_private(&etc)?;
         let files = [
-            ("resolv.conf", self.network.resolv_conf()),
+            ("resolv.conf", network.resolv_conf()),
             (
                 "hosts",
                 format!(
@@ -552,7 +568,7 @@ impl Sbxd {
         tokio::task::spawn_blocking(move || rootfs.unmount())
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
-        self.network.detach(id, spec.slot).await?;
+        self.network().await?.detach(id, spec.slot).await?;
         cgroup::remove_dirs(&cgroup::cgroups_path(id));
         if remove_files {
             let dir = self.dir(id);

@@ -837,7 +837,18 @@ impl LocalSandboxes {
                 }
             }
         }
-        match self.sbxd.network.cleanup_stale(&keep).await {
+        // Without sandboxes, and before any was ever made, leave the host's network alone.
+        if ids.is_empty() && !self.sbxd.network_started() {
+            return;
+        }
+        let network = match self.sbxd.network().await {
+            Ok(network) => network,
+            Err(e) => {
+                tracing::warn!(error = %e, "network clean-up");
+                return;
+            }
+        };
+        match network.cleanup_stale(&keep).await {
             Ok(removed) if !removed.is_empty() => {
                 tracing::info!(?removed, "removed stale sandbox networks")
             }
