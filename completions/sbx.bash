@@ -1841,7 +1841,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__serve)
-            opts="-o -q -v -h -V --listen --data-dir --mode --platform --config --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --listen --data-dir --mode --platform --config --import --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1864,6 +1864,10 @@ _sbx() {
                     return 0
                     ;;
                 --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --import)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -48,7 +48,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -l listen -d 'Address to 
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l data-dir -d 'Directory for the database, the admin token and sandbox files [default: /var/lib/sbx as root]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l mode -d 'development allows unscoped tenant keys; production requires tenants and sizes' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l platform -d 'Where sandboxes run: local (this host) or kubernetes' -r
-complete -c sbx -n "__fish_sbx_using_subcommand serve" -l config -d 'TOML configuration file (keys: listen, dataDir, mode, platform); flags and env win' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand serve" -l config -d 'TOML configuration file (see docs/configuration.md); flags and env win' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand serve" -l import -d 'Import this OCI image archive into the host\'s image store at start-up (repeatable)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l profile -d 'Profile of the config file to use [default: the current profile]' -r

@@ -90,6 +90,8 @@ pub struct Overrides {
     pub platform: Option<PlatformKind>,
     /// `--config` / `SBX_CONFIG`: the TOML file to read.
     pub config_file: Option<PathBuf>,
+    /// `--import`: OCI archives to import at start-up, added to the file's `images.preload`.
+    pub preload: Vec<PathBuf>,
 }
 
 /// The configuration file's shape. Keys are camelCase, as the spec names them
@@ -120,6 +122,9 @@ pub struct ImagesConfig {
     /// Registries (`host:port`) reached over plain HTTP, e.g. a loopback test registry.
     #[serde(default)]
     pub insecure_registries: Vec<String>,
+    /// OCI archives imported at start-up (for hosts with no registry).
+    #[serde(default)]
+    pub preload: Vec<PathBuf>,
 }
 
 /// The resolved configuration of one `sbx serve` process.
@@ -189,7 +194,11 @@ impl Config {
             platform: overrides.platform.or(file.platform).unwrap_or_default(),
             runtime: file.runtime.unwrap_or_default(),
             network: file.network.unwrap_or_default(),
-            images: file.images.unwrap_or_default(),
+            images: {
+                let mut images = file.images.unwrap_or_default();
+                images.preload.extend(overrides.preload);
+                images
+            },
         })
     }
 

@@ -52,6 +52,16 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
         PlatformKind::Local => {
             let mut platform =
                 LocalPlatform::open(&config.data_dir, config.images.insecure_registries.clone())?;
+            if let Some(store) = platform.image_store() {
+                for archive in &config.images.preload {
+                    let images = store.import_archive(archive).await.map_err(|e| {
+                        ServeError::Startup(format!("cannot import {}: {e}", archive.display()))
+                    })?;
+                    for image in images {
+                        tracing::info!(reference = %image.reference, archive = %archive.display(), "image imported");
+                    }
+                }
+            }
             platform
                 .start_runtime(RuntimeSettings {
                     runtime: config.runtime.clone(),

@@ -32,9 +32,13 @@ pub struct ServeArgs {
     #[arg(long, env = paths::ENV_PLATFORM, value_parser = clap::value_parser!(PlatformKind), value_name = "PLATFORM")]
     pub platform: Option<PlatformKind>,
 
-    /// TOML configuration file (keys: listen, dataDir, mode, platform); flags and env win
+    /// TOML configuration file (see docs/configuration.md); flags and env win
     #[arg(long, env = paths::ENV_CONFIG, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Import this OCI image archive into the host's image store at start-up (repeatable)
+    #[arg(long = "import", value_name = "ARCHIVE")]
+    pub import: Vec<PathBuf>,
 }
 
 /// Resolves the configuration and serves until SIGTERM/SIGINT.
@@ -45,6 +49,7 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
         mode: args.mode,
         platform: args.platform,
         config_file: args.config.clone(),
+        preload: args.import.clone(),
     })?;
     daemon::serve(config).await.context("sbx serve")?;
     Ok(ExitCode::SUCCESS)
