@@ -1,6 +1,5 @@
 //! Sandbox rules of the contract, independent of the platform: names, limits, env files,
 //! egress lists, users and capabilities, exec limits.
-use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +9,7 @@ use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
 use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
 use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
+use crate::daemon::runtime::network::Egress;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, DeleteAllResponse, DeleteResult, ExecResponse,
 };
@@ -77,20 +77,6 @@ pub fn read_env_file(path: &str) -> Result<Vec<String>, String> {
     parse_env_file(&text).map_err(|e| format!("bad env file '{path}': {e}"))
 }
 
-/// Checks `egress_whitelist` entries: IPv4 CIDRs (`10.0.0.0/8`) or addresses (`/32`).
-pub fn validate_egress(list: &[String]) -> Result<(), String> {
-    for entry in list {
-        let (addr, prefix) = entry.split_once('/').unwrap_or((entry.as_str(), "32"));
-        let ok = addr.parse::<Ipv4Addr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 32);
-        if !ok {
-            return Err(format!(
-                "egress_whitelist entry '{entry}' is not an IPv4 CIDR such as 10.0.0.0/8"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The sandbox service.
 pub struct SandboxService {
     platform: Arc<dyn Platform>,
@@ -151,9 +137,9 @@ impl SandboxService {
             Some(path) => read_env_file(path).map_err(bad)?,
             None => Vec::new(),
         };
-        if let Some(list) = &request.egress_whitelist {
-            validate_egress(list).map_err(bad)?;
-        }
+        // The allow-list's own parser: CIDRs with host bits or IPv6 entries are refused here,
+        // not when the sandbox starts.
+        Egress::from_whitelist(request.egress_whitelist.as_deref()).map_err(bad)?;
         let capabilities = capability_set(request.cap_drop.as_deref(), request.cap_add.as_deref())
             .map_err(bad)?
             .iter()
@@ -278,9 +264,14 @@ mod tests {
 
     #[test]
     fn egress_entries() {
-        assert!(validate_egress(&["10.0.0.0/8".into(), "1.2.3.4".into()]).is_ok());
-        assert!(validate_egress(&["10.0.0.0/33".into()]).is_err());
-        assert!(validate_egress(&["example.com".into()]).is_err());
-        assert!(validate_egress(&["::1/128".into()]).is_err());
+        let check = |list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            Egress::from_whitelist(Some(&list)).map(drop)
+        };
+        assert!(check(&["10.0.0.0/8", "1.2.3.4"]).is_ok());
+        for bad in ["10.0.0.0/33", "example.com", "::1/128", "10.0.0.1/8"] {
+            let err = check(&[bad]).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
     }
 }
