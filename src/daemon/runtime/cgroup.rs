@@ -63,6 +63,20 @@ pub fn stats(cgroups_path: &str) -> Option<CgroupStats> {
     })
 }
 
+/// Whether the cgroup is frozen (paused).
+pub fn is_frozen(cgroups_path: &str) -> bool {
+    let rel = cgroups_path.trim_start_matches('/');
+    if let Some(root) = unified_root() {
+        return read_u64(&root.join(rel).join("cgroup.freeze")) == Some(1);
+    }
+    std::fs::read_to_string(
+        Path::new("/sys/fs/cgroup/freezer")
+            .join(rel)
+            .join("freezer.state"),
+    )
+    .is_ok_and(|s| s.trim() != "THAWED")
+}
+
 /// Every cgroup dir of a sandbox that still exists (for leak checks and crash clean-up).
 pub fn existing_dirs(cgroups_path: &str) -> Vec<PathBuf> {
     let rel = cgroups_path.trim_start_matches('/');

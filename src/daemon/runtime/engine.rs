@@ -552,12 +552,17 @@ impl Sbxd {
         remove_files: bool,
     ) -> Result<(), RuntimeError> {
         let id = spec.id.as_str();
-        if let Ok(Some(state)) = self.runc.state(id).await {
-            if state.status == "paused" {
-                let _ = self.runc.resume(id).await;
-            }
+        // Frozen processes cannot die: thaw first (a file read, not a runtime call).
+        if cgroup::is_frozen(&cgroup::cgroups_path(id)) {
+            let _ = self.runc.resume(id).await;
         }
-        self.runc.delete(id, true).await?;
+        // Killing the container and removing its network are independent; the kernel's veth
+        // removal is slow, so do both at once.
+        let network = self.network().await?;
+        let (deleted, detached) =
+            tokio::join!(self.runc.delete(id, true), network.detach(id, spec.slot));
+        deleted?;
+        detached?;
         if let Some(shim) = self.shim_pid(id) {
             let _ = tokio::time::timeout(Duration::from_secs(5), process::wait_exit(shim)).await;
             if process::alive(shim) {
@@ -568,7 +573,6 @@ impl Sbxd {
         tokio::task::spawn_blocking(move || rootfs.unmount())
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
-        self.network().await?.detach(id, spec.slot).await?;
         cgroup::remove_dirs(&cgroup::cgroups_path(id));
         if remove_files {
             let dir = self.dir(id);
