@@ -692,6 +692,39 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
 }
 
 #[tokio::test]
+async fn a_create_interrupted_by_a_crash_is_finished_after_restart() {
+    let net = TestNet::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    sbxd::write_config(&config, &net, "");
+    let args = ["--config", config.to_str().unwrap()];
+    let mut daemon = Daemon::start_with(&args);
+    let client = daemon.admin();
+    // Whatever point the create had reached, a crash must not leave a half-made sandbox.
+    client.create_sandbox(&request("crashy")).await.unwrap();
+    daemon.kill9();
+    let daemon = daemon.restart(&args);
+    let client = daemon.admin();
+    let s = wait_settled(&client, "crashy", "default").await;
+    assert_eq!(
+        (s.status, s.ready.as_str()),
+        (SandboxStatus::Running, "True"),
+        "{s:?}"
+    );
+    assert_eq!(sh(&client, "crashy", "hostname").await.1, "crashy\n");
+    let ids = sandbox_ids(&daemon);
+    assert_eq!(ids.len(), 1);
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(
+        mounts.matches(&format!("{}/bundle/rootfs", ids[0])).count(),
+        1,
+        "one root mount"
+    );
+    client.delete_sandbox("crashy", "default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
 async fn twenty_concurrent_creates_and_deletes_leak_nothing() {
     let net = TestNet::new();
     let daemon = sbxd::daemon(&net, "");

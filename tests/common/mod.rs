@@ -145,9 +145,19 @@ impl Daemon {
         false
     }
 
+    /// Kills the daemon with SIGKILL, as a crash would.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Stops the daemon and starts it again on the same data dir (new port).
     pub fn restart(mut self, args: &[&str]) -> Daemon {
-        assert!(self.stop(), "daemon did not stop cleanly");
+        if self.child.is_some() {
+            assert!(self.stop(), "daemon did not stop cleanly");
+        }
         self.reap_on_drop = false;
         let tmp = self._tmp.clone();
         let data_dir = self.data_dir.clone();

@@ -765,6 +765,23 @@ impl LocalSandboxes {
                     let state = self.sbxd.runc().state(&spec.id).await.ok().flatten();
                     match state {
                         Some(s)
+                            if s.status == "running"
+                                && record.status == SandboxStatus::Running
+                                && !record.ready
+                                && spec.before_script.is_some() =>
+                        {
+                            // The before_script ran in the daemon that died: whether it
+                            // finished is unknown, and running it twice may not be safe.
+                            self.stop_with(
+                                &spec,
+                                SandboxStatus::Failed,
+                                "before_script was interrupted by a restart of sbx serve; \
+                                 delete the sandbox and create it again"
+                                    .to_string(),
+                            )
+                            .await;
+                        }
+                        Some(s)
                             if (s.status == "running" || s.status == "paused")
                                 && process::alive(s.pid) =>
                         {
