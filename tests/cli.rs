@@ -25,6 +25,9 @@ fn help_output() {
         ("help_serve", vec!["serve", "--help"]),
         ("help_login", vec!["login", "--help"]),
         ("help_key_create", vec!["key", "create", "--help"]),
+        ("help_sandbox", vec!["sandbox", "--help"]),
+        ("help_sandbox_create", vec!["sandbox", "create", "--help"]),
+        ("help_sandbox_exec", vec!["sandbox", "exec", "--help"]),
     ] {
         let output = cli(config.path()).args(&args).output().unwrap();
         assert!(output.status.success(), "{args:?}");

@@ -142,7 +142,11 @@ impl Modify for CommonErrors {
                     add("401", "Missing, invalid or expired credentials");
                     add("403", "The caller's role does not allow this");
                 }
-                if op.request_body.is_some() {
+                let json_body = op
+                    .request_body
+                    .as_ref()
+                    .is_some_and(|body| body.content.contains_key("application/json"));
+                if json_body {
                     add("413", "The body exceeds 1 MiB");
                     add("415", "The body was not sent as application/json");
                     add(
