@@ -414,6 +414,51 @@ async fn create_body_fields_take_effect_inside_the_sandbox() {
 }
 
 #[tokio::test]
+async fn ephemeral_storage_over_the_limit_is_evicted() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "[runtime]\nevictionCheckSeconds = 1\n");
+    let client = daemon.admin();
+    let mut req = request("filler");
+    req.limits = Some(ResourceLimits {
+        ephemeral_storage: Some("8Mi".into()),
+        ..Default::default()
+    });
+    create_ready(&client, req).await;
+    let (code, _, _) = sh(&client, "filler", "dd if=/dev/zero of=/big bs=1M count=4").await;
+    assert_eq!(code, 0);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let s = client.get_sandbox("filler", "default").await.unwrap();
+    assert_eq!(
+        s.status,
+        SandboxStatus::Running,
+        "under the limit it keeps running"
+    );
+    sh(
+        &client,
+        "filler",
+        "dd if=/dev/zero of=/bigger bs=1M count=16",
+    )
+    .await;
+    let started = Instant::now();
+    let s = loop {
+        let s = client.get_sandbox("filler", "default").await.unwrap();
+        if s.status == SandboxStatus::Failed || started.elapsed() > Duration::from_secs(30) {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(s.status, SandboxStatus::Failed, "{s:?}");
+    assert!(
+        s.error_message.contains("evicted") && s.error_message.contains("ephemeral-storage"),
+        "{}",
+        s.error_message
+    );
+    let ids = sandbox_ids(&daemon);
+    client.delete_sandbox("filler", "default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+}
+
+#[tokio::test]
 async fn egress_allow_lists_are_enforced() {
     let net = TestNet::new();
     let daemon = sbxd::daemon(&net, "");

@@ -34,6 +34,9 @@ pub struct RuntimeConfig {
     /// Output kept per exec stream, bytes.
     #[serde(default = "default_exec_output_cap")]
     pub exec_output_cap: usize,
+    /// How often writable layers are measured against `ephemeral-storage`, seconds.
+    #[serde(default = "default_eviction_check_seconds")]
+    pub eviction_check_seconds: u64,
 }
 
 fn default_max_log_bytes() -> u64 {
@@ -45,6 +48,9 @@ fn default_max_exec_seconds() -> u64 {
 fn default_exec_output_cap() -> usize {
     10 * 1024 * 1024
 }
+fn default_eviction_check_seconds() -> u64 {
+    10
+}
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -53,6 +59,7 @@ impl Default for RuntimeConfig {
             max_log_bytes: default_max_log_bytes(),
             max_exec_seconds: default_max_exec_seconds(),
             exec_output_cap: default_exec_output_cap(),
+            eviction_check_seconds: default_eviction_check_seconds(),
         }
     }
 }

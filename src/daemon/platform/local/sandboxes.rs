@@ -24,8 +24,6 @@ use crate::shared::timestamp::now_unix;
 pub const MAX_QUICK_RESTARTS: u32 = 5;
 /// A main process that ran this long resets the crash-loop count.
 pub const STABLE_AFTER: Duration = Duration::from_secs(60);
-/// How often writable layers are measured against `ephemeral-storage`.
-pub const EVICTION_INTERVAL: Duration = Duration::from_secs(10);
 
 /// One sandbox as stored.
 #[derive(Debug, Clone)]
@@ -876,7 +874,8 @@ impl LocalSandboxes {
 
     /// Evicts sandboxes whose writable layer outgrew `ephemeral-storage`, as kubelet does.
     async fn eviction_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(EVICTION_INTERVAL);
+        let every = Duration::from_secs(self.sbxd.config().eviction_check_seconds.max(1));
+        let mut tick = tokio::time::interval(every);
         loop {
             tick.tick().await;
             let candidates: Vec<Record> = self
