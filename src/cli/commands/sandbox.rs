@@ -382,7 +382,15 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
                     status_text(sandbox.status)
                 );
             }
-            _ => tokio::time::sleep(Duration::from_millis(25)).await,
+            // Sandboxes are usually Ready within tens of milliseconds: poll fast at first.
+            _ => {
+                let pause = if started.elapsed() < Duration::from_secs(2) {
+                    5
+                } else {
+                    100
+                };
+                tokio::time::sleep(Duration::from_millis(pause)).await
+            }
         }
     };
     if let Some(bar) = bar {

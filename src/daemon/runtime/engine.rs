@@ -558,18 +558,46 @@ impl Sbxd {
         spec: &SandboxSpec,
         remove_files: bool,
     ) -> Result<(), RuntimeError> {
+        // Killing the container and removing its network are independent; the kernel's veth
+        // removal is slow, so do both at once.
+        let (stopped, detached) = tokio::join!(
+            self.teardown_except_network(spec, remove_files),
+            self.detach_network(spec)
+        );
+        stopped?;
+        detached
+    }
+
+    /// Removes the sandbox's network (veth, netns, nftables rules). Idempotent.
+    pub async fn detach_network(&self, spec: &SandboxSpec) -> Result<(), RuntimeError> {
+        Ok(self.network().await?.detach(&spec.id, spec.slot).await?)
+    }
+
+    /// Whether sandbox network namespaces of this daemon's prefix exist (leftovers to clean
+    /// even when no sandbox record remains).
+    pub fn has_network_leftovers(&self) -> bool {
+        std::fs::read_dir("/run/netns").is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&self.network_config.netns_prefix)
+            })
+        })
+    }
+
+    /// Stops the sandbox and removes its processes, mounts and cgroups (and with
+    /// `remove_files` its directory), leaving its network for [`Sbxd::detach_network`].
+    pub async fn teardown_except_network(
+        &self,
+        spec: &SandboxSpec,
+        remove_files: bool,
+    ) -> Result<(), RuntimeError> {
         let id = spec.id.as_str();
         // Frozen processes cannot die: thaw first (a file read, not a runtime call).
         if cgroup::is_frozen(&cgroup::cgroups_path(id)) {
             let _ = self.runc.resume(id).await;
         }
-        // Killing the container and removing its network are independent; the kernel's veth
-        // removal is slow, so do both at once.
-        let network = self.network().await?;
-        let (deleted, detached) =
-            tokio::join!(self.runc.delete(id, true), network.detach(id, spec.slot));
-        deleted?;
-        detached?;
+        self.runc.delete(id, true).await?;
         if let Some(shim) = self.shim_pid(id) {
             let _ = tokio::time::timeout(Duration::from_secs(5), process::wait_exit(shim)).await;
             if process::alive(shim) {

@@ -722,6 +722,10 @@ impl NetworkManager {
             let Some(key) = name.strip_prefix(&self.netns_prefix) else {
                 continue;
             };
+            // The host side itself may carry the prefix (`hostNetns = "sbx-router"`).
+            if self.host_netns.as_deref() == Some(entry.path().as_path()) {
+                continue;
+            }
             if check_key(key).is_err() || keep_keys.contains(key) {
                 continue;
             }

@@ -1,6 +1,6 @@
 //! Sandboxes on the local platform: records in SQLite (mirrored in memory for fast reads),
 //! the sbxd engine underneath, a supervisor per sandbox, and reconciliation at start-up.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
@@ -69,6 +69,8 @@ pub struct LocalSandboxes {
     records: RwLock<BTreeMap<(String, String), Record>>,
     live: StdMutex<HashMap<String, Arc<Live>>>,
     cpu_samples: StdMutex<HashMap<String, (Instant, u64)>>,
+    /// Network slots of deleted sandboxes whose network is still being removed.
+    retiring: StdMutex<HashSet<u32>>,
 }
 
 fn status_text(status: SandboxStatus) -> &'static str {
@@ -154,6 +156,7 @@ impl LocalSandboxes {
             records: RwLock::new(records),
             live: StdMutex::new(HashMap::new()),
             cpu_samples: StdMutex::new(HashMap::new()),
+            retiring: StdMutex::new(HashSet::new()),
         });
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());
@@ -235,6 +238,12 @@ impl LocalSandboxes {
                 )));
             }
             let mut used: Vec<u32> = records.values().map(|r| r.spec.slot).collect();
+            used.extend(
+                self.retiring
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter(),
+            );
             used.sort_unstable();
             let slot = used
                 .iter()
@@ -497,8 +506,10 @@ impl LocalSandboxes {
         });
     }
 
-    /// Deletes a sandbox and everything it made.
-    pub async fn delete(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+    /// Deletes a sandbox and everything it made. The answer comes once its processes,
+    /// mounts, cgroups and files are gone; its network (whose removal the kernel makes slow)
+    /// is removed right after, its slot held back until then.
+    pub async fn delete(self: &Arc<Self>, namespace: &str, name: &str) -> PlatformResult<()> {
         let record = self.record(namespace, name).await?;
         let spec = record.spec;
         let live = self.live(&spec.id, SandboxStatus::Terminating);
@@ -511,9 +522,13 @@ impl LocalSandboxes {
             .await;
         let _guard = live.lock.lock().await;
         self.sbxd
-            .teardown(&spec, true)
+            .teardown_except_network(&spec, true)
             .await
             .map_err(runtime_error)?;
+        self.retiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.slot);
         let id = spec.id.clone();
         self.db
             .call(move |conn| {
@@ -534,6 +549,18 @@ impl LocalSandboxes {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&spec.id);
         tracing::info!(sandbox = %spec.id, namespace, name, "deleted sandbox");
+        let manager = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = manager.sbxd.detach_network(&spec).await {
+                // A leftover is removed by the clean-up at the next start.
+                tracing::warn!(sandbox = %spec.id, error = %e, "removing the network of a deleted sandbox");
+            }
+            manager
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&spec.slot);
+        });
         Ok(())
     }
 
@@ -853,7 +880,7 @@ impl LocalSandboxes {
             }
         }
         // Without sandboxes, and before any was ever made, leave the host's network alone.
-        if ids.is_empty() && !self.sbxd.network_started() {
+        if ids.is_empty() && !self.sbxd.network_started() && !self.sbxd.has_network_leftovers() {
             return;
         }
         let network = match self.sbxd.network().await {
