@@ -665,10 +665,8 @@ async fn every_error_status_of_the_sandbox_routes() {
 #[tokio::test]
 async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
     let net = TestNet::new();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sbx.toml");
-    sbxd::write_config(&config, &net, "");
-    let args = ["--config", config.to_str().unwrap()];
+    let (_dir, config) = sbxd::config_file(&net);
+    let args = ["--config", config.as_str()];
     let daemon = Daemon::start_with(&args);
     let client = daemon.admin();
     create_ready(&client, request("keeper")).await;
@@ -752,10 +750,8 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
 #[tokio::test]
 async fn a_create_interrupted_by_a_crash_is_finished_after_restart() {
     let net = TestNet::new();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sbx.toml");
-    sbxd::write_config(&config, &net, "");
-    let args = ["--config", config.to_str().unwrap()];
+    let (_dir, config) = sbxd::config_file(&net);
+    let args = ["--config", config.as_str()];
     let mut daemon = Daemon::start_with(&args);
     let client = daemon.admin();
     // Whatever point the create had reached, a crash must not leave a half-made sandbox.

@@ -163,6 +163,15 @@ pub fn daemon(net: &TestNet, extra_config: &str) -> Daemon {
     daemon
 }
 
+/// A config file for daemons on `net` that a test restarts; keep the dir alive meanwhile.
+pub fn config_file(net: &TestNet) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("config dir");
+    let path = dir.path().join("sbx.toml");
+    write_config(&path, net, "");
+    let path = path.to_str().expect("utf-8 path").to_string();
+    (dir, path)
+}
+
 /// The config file of [`daemon`].
 pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
     // A netns prefix of this test's own: clean-up of stale namespaces never touches another

@@ -68,19 +68,6 @@ pub fn image_record(image: &Image) -> ImageRecord {
     }
 }
 
-/// 403 unless the principal holds a role that may change something (`user` or higher).
-fn require_write_role(principal: &Principal, what: &str) -> ServiceResult<()> {
-    match principal.highest_role() {
-        Some(role) if role >= Role::User => Ok(()),
-        held => Err(ServiceError::forbidden(format!(
-            "{what} needs the user role or higher; {} holds {}",
-            principal.subject,
-            held.map(|r| format!("the {r} role"))
-                .unwrap_or_else(|| "no role".to_string())
-        ))),
-    }
-}
-
 /// Who may import, and whether the body is announced as an archive.
 fn check_import(principal: &Principal, headers: &HeaderMap) -> ServiceResult<()> {
     principal.require_cluster_role(Role::Operator)?;
@@ -141,7 +128,7 @@ pub async fn pull_image(
     principal: Principal,
     Json(request): Json<PullImageRequest>,
 ) -> ServiceResult<(StatusCode, Json<ImageRecord>)> {
-    require_write_role(&principal, "pulling images")?;
+    principal.require_write()?;
     let reference = request
         .reference
         .as_deref()
