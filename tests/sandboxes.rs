@@ -108,7 +108,7 @@ fn assert_no_leftovers(daemon: &Daemon, ids: &[String]) {
 #[tokio::test]
 async fn lifecycle_exec_logs_pause_metrics_delete() {
     let net = TestNet::new();
-    let daemon = sbxd::daemon(&net, "");
+    let daemon = sbxd::daemon(&net, "[runtime]\nexecOutputCap = 4096\n");
     let client = daemon.admin();
 
     let http = daemon.http();
@@ -279,6 +279,43 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
         "the timed-out command's children were killed"
     );
 
+    // Output beyond the cap is cut and said so.
+    let r = client
+        .exec_sandbox(
+            "demo",
+            "default",
+            &ExecRequest {
+                command: Some("seq 1 5000".into()),
+                timeout_seconds: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.exit_code, r.truncated, r.stdout.len()), (0, true, 4096));
+    assert!(r.stdout.starts_with("1\n2\n3\n"));
+
+    // A main process that exits is restarted, and counted.
+    sh(&client, "demo", "kill 1").await;
+    let started = Instant::now();
+    let s = loop {
+        let s = client.get_sandbox("demo", "default").await.unwrap();
+        if s.restarts == 1 && s.ready == "True" {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no restart: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(s.status, SandboxStatus::Running);
+    assert!(
+        s.error_message.contains("exited with code 0"),
+        "{}",
+        s.error_message
+    );
+    assert_eq!(sh(&client, "demo", "echo alive").await.1, "alive\n");
+
     // Delete removes everything.
     let ids = sandbox_ids(&daemon);
     client.delete_sandbox("demo", "default").await.unwrap();
@@ -385,6 +422,15 @@ async fn create_body_fields_take_effect_inside_the_sandbox() {
         "chown needs CAP_CHOWN: {out}"
     );
 
+    // cap_drop without ALL subtracts from the runtime's default set.
+    let mut req = request("dropper");
+    req.cap_drop = Some(vec!["NET_RAW".into()]);
+    create_ready(&client, req).await;
+    let (_, caps, _) = sh(&client, "dropper", "grep CapEff /proc/self/status").await;
+    let mask = u64::from_str_radix(caps.trim().trim_start_matches("CapEff:").trim(), 16).unwrap();
+    assert_eq!(mask & (1 << 13), 0, "NET_RAW dropped: {caps}");
+    assert_ne!(mask & 1, 0, "CHOWN kept from the default set: {caps}");
+
     // container_non_root: uid 65532, group unchanged.
     let mut req = request("cnr");
     req.container_non_root = true;
@@ -408,7 +454,7 @@ async fn create_body_fields_take_effect_inside_the_sandbox() {
 
     let ids = sandbox_ids(&daemon);
     let deleted = client.delete_all_sandboxes("default").await.unwrap();
-    assert_eq!(deleted.results.len(), 4);
+    assert_eq!(deleted.results.len(), 5);
     assert!(
         deleted
             .results
