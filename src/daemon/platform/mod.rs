@@ -111,6 +111,9 @@ pub trait Platform: Send + Sync + 'static {
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()>;
     /// Sandboxes of one namespace, or of all when `None`.
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>>;
+    /// A number that changes whenever any sandbox record changes (for caching lists);
+    /// `None` when the platform cannot tell.
+    fn sandboxes_version(&self) -> Option<u64>;
     /// One sandbox.
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox>;
     /// Deletes a sandbox and everything it made.
@@ -144,6 +147,9 @@ pub trait Platform: Send + Sync + 'static {
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.
     fn image_store(&self) -> Option<Arc<ImageStore>>;
+
+    /// Finishes background work before the daemon exits (bounded; sandboxes keep running).
+    async fn shutdown(&self) {}
 
     /// Stores the first admin token where only the service's operator can read it; returns
     /// a description of where (for the log and `sbx login --bootstrap`).

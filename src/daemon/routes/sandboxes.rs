@@ -4,6 +4,8 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 
@@ -92,10 +94,11 @@ pub async fn list_sandboxes(
     State(state): State<AppState>,
     _principal: Principal,
     Query(query): Query<SandboxListQuery>,
-) -> ServiceResult<Json<Vec<Sandbox>>> {
+) -> ServiceResult<Response> {
     let namespace =
         (!query.all_namespaces).then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
-    Ok(Json(state.platform.list_sandboxes(namespace).await?))
+    let body = state.sandboxes.list_envelope(namespace).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// Get one sandbox.

@@ -1,7 +1,8 @@
 //! Sandbox rules of the contract, independent of the platform: names, limits, env files,
 //! egress lists, users and capabilities, exec limits.
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::daemon::config::Mode;
@@ -10,10 +11,13 @@ use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
 use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
 use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
 use crate::daemon::runtime::network::Egress;
+use crate::shared::envelope::DataEnvelope;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, DeleteAllResponse, DeleteResult, ExecResponse,
 };
 use crate::shared::names;
+use crate::shared::timestamp::now_unix;
+use bytes::Bytes;
 
 /// The backend of sandboxes on the local platform.
 pub const LOCAL_BACKEND: &str = "sbxd";
@@ -77,16 +81,66 @@ pub fn read_env_file(path: &str) -> Result<Vec<String>, String> {
     parse_env_file(&text).map_err(|e| format!("bad env file '{path}': {e}"))
 }
 
+/// A list answer kept for reuse: valid while the records are unchanged and within the same
+/// second (ages are shown to the second).
+struct CachedList {
+    version: u64,
+    second: i64,
+    body: Bytes,
+}
+
 /// The sandbox service.
 pub struct SandboxService {
     platform: Arc<dyn Platform>,
     mode: Mode,
+    list_cache: Mutex<HashMap<Option<String>, CachedList>>,
 }
 
 impl SandboxService {
     /// A service over a platform.
     pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> SandboxService {
-        SandboxService { platform, mode }
+        SandboxService {
+            platform,
+            mode,
+            list_cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The list answer (`{"data": [...]}`, serialized) for a namespace, or all when `None`.
+    /// Lists are the hot read: the serialized answer is reused until a record changes or the
+    /// second (and with it every age) turns.
+    pub async fn list_envelope(&self, namespace: Option<&str>) -> ServiceResult<Bytes> {
+        let key = namespace.map(str::to_string);
+        let version = self.platform.sandboxes_version();
+        let second = now_unix();
+        if let Some(version) = version {
+            let cache = self.list_cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(hit) = cache.get(&key) {
+                if hit.version == version && hit.second == second {
+                    return Ok(hit.body.clone());
+                }
+            }
+        }
+        let sandboxes = self.platform.list_sandboxes(namespace).await?;
+        let body = Bytes::from(
+            serde_json::to_vec(&DataEnvelope::new(sandboxes)).map_err(ServiceError::internal)?,
+        );
+        if let Some(version) = version {
+            let mut cache = self.list_cache.lock().unwrap_or_else(|e| e.into_inner());
+            // One entry per namespace asked for; forget the lot if it grows large.
+            if cache.len() > 1024 {
+                cache.clear();
+            }
+            cache.insert(
+                key,
+                CachedList {
+                    version,
+                    second,
+                    body: body.clone(),
+                },
+            );
+        }
+        Ok(body)
     }
 
     /// Validates a create request into a platform-neutral sandbox.

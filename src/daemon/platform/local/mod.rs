@@ -238,6 +238,16 @@ impl Platform for LocalPlatform {
         Ok(self.sandboxes()?.list(namespace).await)
     }
 
+    async fn shutdown(&self) {
+        if let Ok(sandboxes) = self.sandboxes() {
+            sandboxes.drain(Duration::from_secs(5)).await;
+        }
+    }
+
+    fn sandboxes_version(&self) -> Option<u64> {
+        self.sandboxes().ok().map(|s| s.version())
+    }
+
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
         self.sandboxes()?.get(namespace, name).await
     }

@@ -1,7 +1,7 @@
 //! Sandboxes on the local platform: records in SQLite (mirrored in memory for fast reads),
 //! the sbxd engine underneath, a supervisor per sandbox, and reconciliation at start-up.
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,8 @@ pub struct LocalSandboxes {
     cpu_samples: StdMutex<HashMap<String, (Instant, u64)>>,
     /// Network slots of deleted sandboxes whose network is still being removed.
     retiring: StdMutex<HashSet<u32>>,
+    /// Bumped on every change of a record.
+    version: AtomicU64,
 }
 
 fn status_text(status: SandboxStatus) -> &'static str {
@@ -157,6 +159,7 @@ impl LocalSandboxes {
             live: StdMutex::new(HashMap::new()),
             cpu_samples: StdMutex::new(HashMap::new()),
             retiring: StdMutex::new(HashSet::new()),
+            version: AtomicU64::new(1),
         });
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());
@@ -202,6 +205,7 @@ impl LocalSandboxes {
                 return Ok(());
             };
             change(record);
+            self.version.fetch_add(1, Ordering::SeqCst);
             record.clone()
         };
         self.live(&spec.id, snapshot.status)
@@ -301,6 +305,7 @@ impl LocalSandboxes {
                 })
                 .await?;
             records.insert(key, record.clone());
+            self.version.fetch_add(1, Ordering::SeqCst);
             record
         };
         tracing::info!(sandbox = %record.spec.id, namespace = %record.spec.namespace, name = %record.spec.name, image = %record.spec.image, "creating sandbox");
@@ -540,6 +545,7 @@ impl LocalSandboxes {
             .write()
             .await
             .remove(&(spec.namespace.clone(), spec.name.clone()));
+        self.version.fetch_add(1, Ordering::SeqCst);
         self.live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -562,6 +568,28 @@ impl LocalSandboxes {
                 .remove(&spec.slot);
         });
         Ok(())
+    }
+
+    /// Waits (up to `limit`) for the networks of deleted sandboxes to be removed.
+    pub async fn drain(&self, limit: Duration) {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if self
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::warn!("some networks of deleted sandboxes are left for the next start to remove");
+    }
+
+    /// Changes whenever a record changes.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
     }
 
     /// Sandboxes of a namespace (all when `None`), by namespace then name.
@@ -768,6 +796,16 @@ impl LocalSandboxes {
     /// Makes the records and the host agree after a (re)start of the daemon.
     async fn reconcile(self: &Arc<Self>) {
         let records: Vec<Record> = self.records.read().await.values().cloned().collect();
+        // One runtime call for all containers, not one per sandbox; if it fails, ask per
+        // sandbox rather than take every sandbox for dead.
+        let listed = self.sbxd.runc().list().await;
+        if let Err(e) = &listed {
+            tracing::warn!(error = %e, "listing containers; asking for each sandbox instead");
+        }
+        let mut states: Option<HashMap<String, crate::daemon::runtime::runc::ContainerState>> =
+            listed
+                .ok()
+                .map(|list| list.into_iter().map(|c| (c.id.clone(), c)).collect());
         for record in records {
             let spec = record.spec.clone();
             match record.status {
@@ -787,7 +825,10 @@ impl LocalSandboxes {
                     });
                 }
                 SandboxStatus::Running | SandboxStatus::Paused => {
-                    let state = self.sbxd.runc().state(&spec.id).await.ok().flatten();
+                    let state = match states.as_mut() {
+                        Some(states) => states.remove(&spec.id),
+                        None => self.sbxd.runc().state(&spec.id).await.ok().flatten(),
+                    };
                     match state {
                         Some(s)
                             if s.status == "running"
