@@ -40,6 +40,9 @@ _sbx() {
             sbx,shim)
                 cmd="sbx__subcmd__shim"
                 ;;
+            sbx,snapshot)
+                cmd="sbx__subcmd__snapshot"
+                ;;
             sbx,whoami)
                 cmd="sbx__subcmd__whoami"
                 ;;
@@ -66,6 +69,9 @@ _sbx() {
                 ;;
             sbx__subcmd__help,shim)
                 cmd="sbx__subcmd__help__subcmd__shim"
+                ;;
+            sbx__subcmd__help,snapshot)
+                cmd="sbx__subcmd__help__subcmd__snapshot"
                 ;;
             sbx__subcmd__help,whoami)
                 cmd="sbx__subcmd__help__subcmd__whoami"
@@ -100,6 +106,9 @@ _sbx() {
             sbx__subcmd__help__subcmd__sandbox,exec)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__exec"
                 ;;
+            sbx__subcmd__help__subcmd__sandbox,fork)
+                cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__fork"
+                ;;
             sbx__subcmd__help__subcmd__sandbox,get)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__get"
                 ;;
@@ -117,6 +126,24 @@ _sbx() {
                 ;;
             sbx__subcmd__help__subcmd__sandbox,resume)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__resume"
+                ;;
+            sbx__subcmd__help__subcmd__sandbox,snapshot)
+                cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__snapshot"
+                ;;
+            sbx__subcmd__help__subcmd__snapshot,delete)
+                cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__delete"
+                ;;
+            sbx__subcmd__help__subcmd__snapshot,gc)
+                cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__gc"
+                ;;
+            sbx__subcmd__help__subcmd__snapshot,get)
+                cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__get"
+                ;;
+            sbx__subcmd__help__subcmd__snapshot,list)
+                cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__list"
+                ;;
+            sbx__subcmd__help__subcmd__snapshot,restore)
+                cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__restore"
                 ;;
             sbx__subcmd__image,help)
                 cmd="sbx__subcmd__image__subcmd__help"
@@ -187,6 +214,9 @@ _sbx() {
             sbx__subcmd__sandbox,exec)
                 cmd="sbx__subcmd__sandbox__subcmd__exec"
                 ;;
+            sbx__subcmd__sandbox,fork)
+                cmd="sbx__subcmd__sandbox__subcmd__fork"
+                ;;
             sbx__subcmd__sandbox,get)
                 cmd="sbx__subcmd__sandbox__subcmd__get"
                 ;;
@@ -214,6 +244,9 @@ _sbx() {
             sbx__subcmd__sandbox,rm)
                 cmd="sbx__subcmd__sandbox__subcmd__delete"
                 ;;
+            sbx__subcmd__sandbox,snapshot)
+                cmd="sbx__subcmd__sandbox__subcmd__snapshot"
+                ;;
             sbx__subcmd__sandbox,top)
                 cmd="sbx__subcmd__sandbox__subcmd__metrics"
                 ;;
@@ -228,6 +261,9 @@ _sbx() {
                 ;;
             sbx__subcmd__sandbox__subcmd__help,exec)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__exec"
+                ;;
+            sbx__subcmd__sandbox__subcmd__help,fork)
+                cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__fork"
                 ;;
             sbx__subcmd__sandbox__subcmd__help,get)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__get"
@@ -250,6 +286,51 @@ _sbx() {
             sbx__subcmd__sandbox__subcmd__help,resume)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__resume"
                 ;;
+            sbx__subcmd__sandbox__subcmd__help,snapshot)
+                cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__snapshot"
+                ;;
+            sbx__subcmd__snapshot,delete)
+                cmd="sbx__subcmd__snapshot__subcmd__delete"
+                ;;
+            sbx__subcmd__snapshot,gc)
+                cmd="sbx__subcmd__snapshot__subcmd__gc"
+                ;;
+            sbx__subcmd__snapshot,get)
+                cmd="sbx__subcmd__snapshot__subcmd__get"
+                ;;
+            sbx__subcmd__snapshot,help)
+                cmd="sbx__subcmd__snapshot__subcmd__help"
+                ;;
+            sbx__subcmd__snapshot,list)
+                cmd="sbx__subcmd__snapshot__subcmd__list"
+                ;;
+            sbx__subcmd__snapshot,ls)
+                cmd="sbx__subcmd__snapshot__subcmd__list"
+                ;;
+            sbx__subcmd__snapshot,restore)
+                cmd="sbx__subcmd__snapshot__subcmd__restore"
+                ;;
+            sbx__subcmd__snapshot,rm)
+                cmd="sbx__subcmd__snapshot__subcmd__delete"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,delete)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__delete"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,gc)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__gc"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,get)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__get"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,help)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,list)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__list"
+                ;;
+            sbx__subcmd__snapshot__subcmd__help,restore)
+                cmd="sbx__subcmd__snapshot__subcmd__help__subcmd__restore"
+                ;;
             *)
                 ;;
         esac
@@ -257,7 +338,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox image completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -325,7 +406,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve login whoami key sandbox image completions shim help"
+            opts="serve login whoami key sandbox snapshot image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -493,7 +574,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__sandbox)
-            opts="create list get delete delete-all exec logs pause resume metrics"
+            opts="create list get delete delete-all exec logs pause resume fork snapshot metrics"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -549,6 +630,20 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__sandbox__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__sandbox__subcmd__fork)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -646,6 +741,20 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd__help__subcmd__sandbox__subcmd__snapshot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__help__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -663,6 +772,90 @@ _sbx() {
         sbx__subcmd__help__subcmd__shim)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot)
+            opts="list get delete restore gc"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot__subcmd__gc)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__snapshot__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1163,7 +1356,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs pause resume metrics top help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1404,6 +1597,52 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd__sandbox__subcmd__fork)
+            opts="-n -o -q -v -h -V --namespace --snapshot --warm --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --snapshot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__sandbox__subcmd__get)
             opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1447,7 +1686,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help)
-            opts="create list get delete delete-all exec logs pause resume metrics help"
+            opts="create list get delete delete-all exec logs pause resume fork snapshot metrics help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1503,6 +1742,20 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help__subcmd__exec)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__help__subcmd__fork)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1601,6 +1854,20 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__help__subcmd__snapshot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1757,6 +2024,52 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__pause)
+            opts="-n -o -q -v -h -V --namespace --snapshot --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --snapshot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__resume)
             opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1798,7 +2111,7 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        sbx__subcmd__sandbox__subcmd__resume)
+        sbx__subcmd__sandbox__subcmd__snapshot)
             opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1930,6 +2243,380 @@ _sbx() {
                     return 0
                     ;;
                 --exit-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version list ls get delete rm restore gc help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__delete)
+            opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__gc)
+            opts="-n -A -o -q -v -h -V --namespace --all-namespaces --keep-fork-for --dry-run --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-fork-for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__get)
+            opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help)
+            opts="list get delete restore gc help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__delete)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__gc)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__list)
+            opts="-n -A -o -q -v -h -V --namespace --all-namespaces --sandbox --kind --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sandbox)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kind)
+                    COMPREPLY=($(compgen -W "pause fork named" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__snapshot__subcmd__restore)
+            opts="-n -o -q -v -h -V --namespace --image --limit --before-script --entrypoint --cmd --delete-snapshot --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --before-script)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --entrypoint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cmd)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -40,6 +40,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "login" -d 'Save a server UR
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
@@ -169,31 +170,33 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "revoke" -d 'Revoke every key with this name'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'"
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "create" -d 'Create a sandbox and wait until it is Ready'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "list" -d 'List sandboxes'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "ls" -d 'List sandboxes'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "get" -d 'Show one sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "delete" -d 'Delete sandboxes (irreversible)'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "rm" -d 'Delete sandboxes (irreversible)'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "pause" -d 'Pause (freeze) a sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "resume" -d 'Resume a paused sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "top" -d 'CPU and memory use of the sandboxes of a namespace'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume metrics top help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "create" -d 'Create a sandbox and wait until it is Ready'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "list" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "ls" -d 'List sandboxes'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "get" -d 'Show one sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "delete" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "rm" -d 'Delete sandboxes (irreversible)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "top" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l image -d 'Container image reference' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s n -l namespace -d 'Namespace of the sandbox' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l limit -d 'Limits as KEY=VALUE[,KEY=VALUE] with keys cpu, memory, ephemeral-storage (repeatable)' -r
@@ -324,6 +327,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l snapshot -d 'Also take a `pause` snapshot, named NAME or <sandbox>-paused-<unix seconds>' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -347,6 +351,32 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l snapshot -d 'Keep the intermediate snapshot under this name (kind `named`)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l warm -d 'Keep the memory state too (CRIU; not available yet)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s n -l namespace -d 'Namespace of the sandbox' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
@@ -378,10 +408,140 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "pause" -d 'Pause (freeze) a sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "list" -d 'List snapshots'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "ls" -d 'List snapshots'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "get" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "delete" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "rm" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "restore" -d 'Create a new sandbox from a snapshot'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "gc" -d 'Delete `fork` snapshots older than a threshold (pause and named snapshots are kept)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -l sandbox -d 'Only snapshots of this sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -l kind -d 'Only snapshots of this kind' -r -f -a "pause\t''
+fork\t''
+named\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s A -l all-namespaces -d 'List snapshots of every namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -l sandbox -d 'Only snapshots of this sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -l kind -d 'Only snapshots of this kind' -r -f -a "pause\t''
+fork\t''
+named\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s A -l all-namespaces -d 'List snapshots of every namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s n -l namespace -d 'Namespace of the sandbox' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l image -d 'Image instead of the snapshot\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l limit -d 'Limits instead of the snapshot\'s (KEY=VALUE,...; repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l before-script -d 'before_script instead of the snapshot\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l entrypoint -d 'Entrypoint instead of the image\'s (repeat for each word)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l cmd -d 'Cmd instead of the image\'s (repeat for each word)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l delete-snapshot -d 'Delete the snapshot once the new sandbox is Ready'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s n -l namespace -d 'Namespace to sweep' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l keep-fork-for -d 'Keep fork snapshots younger than this: 10m, 2h, 45s or seconds' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s A -l all-namespaces -d 'Sweep every namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l dry-run -d 'Only report what would be deleted'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "list" -d 'List snapshots'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "delete" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "restore" -d 'Create a new sandbox from a snapshot'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "gc" -d 'Delete `fork` snapshots older than a threshold (pause and named snapshots are kept)'
+complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -475,15 +635,16 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
@@ -494,9 +655,16 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "delete-all" -d 'Delete every sandbox of a namespace (irreversible; asks on a terminal)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "exec" -d 'Run a command in a sandbox; exits with the command\'s exit status'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "pause" -d 'Pause (freeze) a sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "resume" -d 'Resume a paused sandbox'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "list" -d 'List snapshots'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "get" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "delete" -d 'Show one snapshot (or delete it)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "restore" -d 'Create a new sandbox from a snapshot'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "gc" -d 'Delete `fork` snapshots older than a threshold (pause and named snapshots are kept)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the images in the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'

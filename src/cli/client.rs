@@ -15,8 +15,12 @@ use crate::shared::models::image::{
     IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesResponse, PullImageRequest,
 };
 use crate::shared::models::sandbox::{
-    CreateSandboxRequest, CreateSandboxResponse, DeleteAllResponse, ExecRequest, ExecResponse,
-    LogsQuery, LogsResponse, PauseRequest, ResumeRequest, Sandbox, SandboxMetrics,
+    CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
+    DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
+    LogsResponse, PauseRequest, ResumeRequest, Sandbox, SandboxMetrics,
+};
+use crate::shared::models::snapshot::{
+    GcRequest, GcResponse, RestoreRequest, RestoreResponse, Snapshot, SnapshotListQuery,
 };
 use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse};
 use crate::shared::paths::API_KEY_HEADER;
@@ -329,5 +333,87 @@ impl ApiClient {
             encode_segment(namespace)
         );
         self.send(self.request(Method::GET, &path)).await
+    }
+}
+
+/// Snapshot routes (and the snapshot-related sandbox routes).
+impl ApiClient {
+    /// `POST /api/v1/sandboxes/{name}/snapshot`.
+    pub async fn snapshot_sandbox(
+        &self,
+        name: &str,
+        request: &CreateSnapshotRequest,
+    ) -> ClientResult<CreateSnapshotResponse> {
+        let path = format!("/api/v1/sandboxes/{}/snapshot", encode_segment(name));
+        self.send_json(Method::POST, &path, request).await
+    }
+
+    /// `POST /api/v1/sandboxes/{name}/fork`.
+    pub async fn fork_sandbox(
+        &self,
+        name: &str,
+        request: &ForkRequest,
+    ) -> ClientResult<ForkResponse> {
+        let path = format!("/api/v1/sandboxes/{}/fork", encode_segment(name));
+        self.send_json(Method::POST, &path, request).await
+    }
+
+    /// `GET /api/v1/snapshots`.
+    pub async fn list_snapshots(&self, query: &SnapshotListQuery) -> ClientResult<Vec<Snapshot>> {
+        let mut path = if query.all_namespaces {
+            "/api/v1/snapshots?all_namespaces=true".to_string()
+        } else {
+            format!(
+                "/api/v1/snapshots?namespace={}",
+                encode_segment(query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE))
+            )
+        };
+        if let Some(sandbox) = &query.sandbox {
+            path.push_str(&format!("&sandbox={}", encode_segment(sandbox)));
+        }
+        if let Some(kind) = &query.kind {
+            path.push_str(&format!("&kind={}", encode_segment(kind)));
+        }
+        self.send(self.request(Method::GET, &path)).await
+    }
+
+    fn snapshot_path(name: &str, suffix: &str, namespace: &str) -> String {
+        format!(
+            "/api/v1/snapshots/{}{suffix}?namespace={}",
+            encode_segment(name),
+            encode_segment(namespace)
+        )
+    }
+
+    /// `GET /api/v1/snapshots/{name}`.
+    pub async fn get_snapshot(&self, name: &str, namespace: &str) -> ClientResult<Snapshot> {
+        self.send(self.request(Method::GET, &Self::snapshot_path(name, "", namespace)))
+            .await
+    }
+
+    /// `DELETE /api/v1/snapshots/{name}`.
+    pub async fn delete_snapshot(
+        &self,
+        name: &str,
+        namespace: &str,
+    ) -> ClientResult<MessageResponse> {
+        self.send(self.request(Method::DELETE, &Self::snapshot_path(name, "", namespace)))
+            .await
+    }
+
+    /// `POST /api/v1/snapshots/{name}/restore`.
+    pub async fn restore_snapshot(
+        &self,
+        name: &str,
+        request: &RestoreRequest,
+    ) -> ClientResult<RestoreResponse> {
+        let path = format!("/api/v1/snapshots/{}/restore", encode_segment(name));
+        self.send_json(Method::POST, &path, request).await
+    }
+
+    /// `POST /api/v1/snapshots/gc`.
+    pub async fn gc_snapshots(&self, request: &GcRequest) -> ClientResult<GcResponse> {
+        self.send_json(Method::POST, "/api/v1/snapshots/gc", request)
+            .await
     }
 }

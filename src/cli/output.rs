@@ -120,6 +120,21 @@ impl Printer {
     pub fn show_progress(&self) -> bool {
         !self.quiet && std::io::stderr().is_terminal()
     }
+
+    /// A spinner with elapsed time on stderr for a long wait, when progress is shown.
+    pub fn spinner(&self, message: String) -> Option<indicatif::ProgressBar> {
+        if !self.show_progress() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.set_message(message);
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        Some(bar)
+    }
 }
 
 /// comfy-table pads every cell with a space; trim that from both ends of each line.

@@ -99,11 +99,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         "sbx serve listening on http://{local}"
     );
     let refresher = tokio::spawn(state.keys.clone().refresh_loop());
+    let sweeper = tokio::spawn(state.snapshots.clone().sweep_loop());
     let platform = state.platform.clone();
     let result = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await;
     refresher.abort();
+    sweeper.abort();
     platform.shutdown().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

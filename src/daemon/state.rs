@@ -6,6 +6,7 @@ use crate::daemon::platform::Platform;
 use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::sandboxes::SandboxService;
+use crate::daemon::services::snapshots::SnapshotService;
 
 /// Cheap to clone: every field is shared.
 #[derive(Clone)]
@@ -18,6 +19,8 @@ pub struct AppState {
     pub keys: Arc<KeyService>,
     /// Sandbox rules over the platform.
     pub sandboxes: Arc<SandboxService>,
+    /// Snapshot rules over the platform.
+    pub snapshots: Arc<SnapshotService>,
     /// The host's image store (local platform only).
     pub images: Option<Arc<ImageStore>>,
 }
@@ -29,11 +32,13 @@ impl AppState {
         let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
         let sandboxes = Arc::new(SandboxService::new(platform.clone(), config.mode));
         let images = platform.image_store();
+        let snapshots = Arc::new(SnapshotService::new(platform.clone()));
         AppState {
             config,
             platform,
             keys,
             sandboxes,
+            snapshots,
             images,
         }
     }

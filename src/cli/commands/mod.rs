@@ -5,6 +5,7 @@ pub mod key;
 pub mod login;
 pub mod sandbox;
 pub mod serve;
+pub mod snapshot;
 pub mod whoami;
 
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ pub enum Command {
     Key(key::KeyCommand),
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -73,6 +76,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Whoami(args) => whoami::run(&Context::new(&cli)?, args).await,
         Command::Key(command) => key::run(&Context::new(&cli)?, command).await,
         Command::Sandbox(command) => sandbox::run(&Context::new(&cli)?, command).await,
+        Command::Snapshot(command) => snapshot::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,

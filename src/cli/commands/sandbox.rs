@@ -11,10 +11,11 @@ use crate::cli::output::{Detail, Row};
 use crate::shared::duration::parse_duration;
 use crate::shared::models::DEFAULT_NAMESPACE;
 use crate::shared::models::sandbox::{
-    CreateSandboxRequest, ExecRequest, LogsQuery, PauseRequest, ResourceLimits, ResumeRequest,
-    Sandbox, SandboxMetrics, SandboxStatus,
+    CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, LogsQuery, PauseRequest,
+    ResourceLimits, ResumeRequest, Sandbox, SandboxMetrics, SandboxStatus,
 };
 use crate::shared::shell;
+use crate::shared::timestamp::now_unix;
 
 /// Manage sandboxes: create, inspect, run commands, read logs, pause, delete
 #[derive(Debug, Clone, Subcommand)]
@@ -28,8 +29,10 @@ pub enum SandboxCommand {
     DeleteAll(DeleteAllArgs),
     Exec(ExecArgs),
     Logs(LogsArgs),
-    Pause(NameArgs),
+    Pause(PauseArgs),
     Resume(ResumeArgs),
+    Fork(ForkArgs),
+    Snapshot(SnapshotArgs),
     #[command(visible_alias = "top")]
     Metrics(MetricsArgs),
 }
@@ -177,11 +180,53 @@ pub struct LogsArgs {
     pub since: Option<String>,
 }
 
-/// Pause (freeze) a sandbox
+/// Pause (freeze) a sandbox, optionally keeping a snapshot of its files
+///
+/// Examples:
+///   sbx sandbox pause demo
+///   sbx sandbox pause demo --snapshot            # snapshot named demo-paused-<unix seconds>
+///   sbx sandbox pause demo --snapshot before-upgrade
 #[derive(Debug, Clone, Args)]
-pub struct NameArgs {
+#[command(verbatim_doc_comment)]
+pub struct PauseArgs {
     /// Sandbox name
     pub name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Also take a `pause` snapshot, named NAME or <sandbox>-paused-<unix seconds>
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub snapshot: Option<String>,
+}
+
+/// Clone a sandbox into a new one with a copy of its files
+///
+/// Examples:
+///   sbx sandbox fork demo demo-2
+///   sbx sandbox fork demo demo-3 --snapshot demo-at-fork   # keep the snapshot, as `named`
+#[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
+pub struct ForkArgs {
+    /// Source sandbox
+    pub source: String,
+    /// Name of the new sandbox
+    pub new_name: String,
+    #[command(flatten)]
+    pub ns: NamespaceArg,
+    /// Keep the intermediate snapshot under this name (kind `named`)
+    #[arg(long, value_name = "NAME")]
+    pub snapshot: Option<String>,
+    /// Keep the memory state too (CRIU; not available yet)
+    #[arg(long)]
+    pub warm: bool,
+}
+
+/// Take a snapshot of a running sandbox without pausing it
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// Sandbox name
+    pub name: String,
+    /// Snapshot name
+    pub snapshot: String,
     #[command(flatten)]
     pub ns: NamespaceArg,
 }
@@ -298,20 +343,6 @@ pub fn parse_limits(values: &[String]) -> Result<Option<ResourceLimits>> {
     Ok(Some(limits))
 }
 
-fn spinner(ctx: &Context, message: String) -> Option<indicatif::ProgressBar> {
-    if !ctx.printer.show_progress() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    bar.set_message(message);
-    bar.enable_steady_tick(Duration::from_millis(100));
-    Some(bar)
-}
-
 async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
     let timeout = parse_duration(&args.timeout).context("--timeout")?;
     let env_file = match &args.env_file {
@@ -356,7 +387,9 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
         ctx.printer.detail(&sandbox)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let bar = spinner(ctx, format!("creating sandbox/{}", created.name));
+    let bar = ctx
+        .printer
+        .spinner(format!("creating sandbox/{}", created.name));
     let started = Instant::now();
     let sandbox = loop {
         let sandbox = ctx
@@ -519,12 +552,62 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
             }
         }
         SandboxCommand::Pause(args) => {
+            let snapshot = args.snapshot.as_ref().map(|name| {
+                if name.is_empty() {
+                    format!("{}-paused-{}", args.name, now_unix())
+                } else {
+                    name.clone()
+                }
+            });
             let request = PauseRequest {
                 namespace: Some(args.ns.namespace.clone()),
-                snapshot: None,
+                snapshot,
             };
             let done = ctx.client.pause_sandbox(&args.name, &request).await?;
             ctx.printer.status(&done.message);
+        }
+        SandboxCommand::Fork(args) => {
+            let request = ForkRequest {
+                new_name: Some(args.new_name.clone()),
+                namespace: Some(args.ns.namespace.clone()),
+                snapshot: args.snapshot.clone(),
+                warm: args.warm,
+            };
+            let bar = ctx.printer.spinner(format!(
+                "forking sandbox/{} into {}",
+                args.source, args.new_name
+            ));
+            let started = Instant::now();
+            let forked = ctx.client.fork_sandbox(&args.source, &request).await;
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            let forked = forked?;
+            ctx.printer.status(&format!(
+                "{} in {:.1}s",
+                forked.message,
+                started.elapsed().as_secs_f64()
+            ));
+            let sandbox = ctx
+                .client
+                .get_sandbox(&forked.name, &forked.namespace)
+                .await?;
+            ctx.printer.detail(&sandbox)?;
+        }
+        SandboxCommand::Snapshot(args) => {
+            let request = CreateSnapshotRequest {
+                snapshot_name: Some(args.snapshot.clone()),
+                namespace: Some(args.ns.namespace.clone()),
+            };
+            let done = ctx.client.snapshot_sandbox(&args.name, &request).await?;
+            if ctx.printer.is_table() {
+                println!(
+                    "snapshot/{} taken of sandbox/{}",
+                    done.name, done.source_sandbox
+                );
+            } else {
+                ctx.printer.structured(&done)?;
+            }
         }
         SandboxCommand::Resume(args) => {
             let request = ResumeRequest {

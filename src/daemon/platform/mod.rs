@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::ApiKey;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
+use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 
 /// A failure of the platform underneath a request. The first variants are the caller's
 /// business (their messages are sent); the rest are logged and answered as 5xx.
@@ -89,6 +90,30 @@ pub struct NewSandbox {
     pub backend: String,
 }
 
+/// A validated restore: the new sandbox's name and namespace, and overrides of the values
+/// recorded with the snapshot (`None`: take the snapshot's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestorePlan {
+    /// Namespace of the snapshot and of the new sandbox.
+    pub namespace: String,
+    /// The new sandbox's name.
+    pub new_name: String,
+    /// Image override.
+    pub image: Option<String>,
+    /// CPU override, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory override, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Ephemeral storage override, bytes.
+    pub ephemeral_bytes: Option<u64>,
+    /// Entrypoint override.
+    pub entrypoint: Option<Vec<String>>,
+    /// Cmd override.
+    pub cmd: Option<Vec<String>>,
+    /// before_script override (`Some(None)`: none at all).
+    pub before_script: Option<Option<String>>,
+}
+
 /// Everything the service layer asks of a platform.
 #[async_trait]
 pub trait Platform: Send + Sync + 'static {
@@ -143,6 +168,52 @@ pub trait Platform: Send + Sync + 'static {
     -> PlatformResult<Vec<SandboxMetrics>>;
     /// The longest exec this platform allows.
     fn max_exec_timeout(&self) -> Duration;
+
+    /// Snapshots a running or paused sandbox without pausing it.
+    async fn snapshot_sandbox(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+        kind: SnapshotKind,
+    ) -> PlatformResult<()>;
+    /// Pauses a sandbox and snapshots it while frozen (kind `pause`).
+    async fn pause_sandbox_with_snapshot(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+    ) -> PlatformResult<()>;
+    /// Clones a sandbox into `new_name` (cold: its files); returns when the clone runs.
+    async fn fork_sandbox(
+        &self,
+        namespace: &str,
+        source: &str,
+        new_name: &str,
+        snapshot: Option<&str>,
+    ) -> PlatformResult<()>;
+    /// Snapshots, filtered by namespace (all when `None`), source sandbox and kind.
+    async fn list_snapshots(
+        &self,
+        namespace: Option<&str>,
+        sandbox: Option<&str>,
+        kind: Option<SnapshotKind>,
+    ) -> PlatformResult<Vec<Snapshot>>;
+    /// One snapshot.
+    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot>;
+    /// The backend a snapshot was taken on (its `source-backend`).
+    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String>;
+    /// Deletes a snapshot.
+    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+    /// Creates a sandbox from a snapshot.
+    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()>;
+    /// Deletes `fork` snapshots older than `keep_for` (reports only, with `dry_run`).
+    async fn gc_snapshots(
+        &self,
+        namespace: Option<&str>,
+        keep_for: Duration,
+        dry_run: bool,
+    ) -> PlatformResult<Vec<GcResult>>;
 
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.

@@ -1,6 +1,5 @@
 //! `/api/v1/sandboxes`: the sandbox lifecycle, exec, logs, metrics, pause/resume, fork and
-//! snapshot-of-a-sandbox routes. Fork and snapshots land with the snapshot issue and answer
-//! 501 `NotImplemented` until then.
+//! snapshot-of-a-sandbox routes.
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -42,10 +41,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/sandboxes/{name}/resume", post(resume_sandbox))
         .route("/api/v1/sandboxes/{name}/fork", post(fork_sandbox))
         .route("/api/v1/sandboxes/{name}/snapshot", post(snapshot_sandbox))
-}
-
-fn pending(what: &str) -> ServiceError {
-    ServiceError::not_implemented(what)
 }
 
 fn location(name: &str, namespace: &str) -> String {
@@ -222,8 +217,9 @@ pub async fn sandbox_logs(
     request_body(content = Option<PauseRequest>, description = "Optional: namespace and snapshot name"),
     responses(
         (status = 200, description = "Paused", body = DataEnvelope<MessageResponse>),
+        (status = 400, description = "Invalid snapshot name", body = ErrorEnvelope),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
-        (status = 409, description = "The sandbox is not running", body = ErrorEnvelope),
+        (status = 409, description = "The sandbox is not running, or the snapshot name is taken", body = ErrorEnvelope),
     ))]
 pub async fn pause_sandbox(
     State(state): State<AppState>,
@@ -233,14 +229,16 @@ pub async fn pause_sandbox(
 ) -> ServiceResult<Json<MessageResponse>> {
     principal.require_write()?;
     let request: PauseRequest = optional_body(&body)?;
-    if request.snapshot.is_some() {
-        return Err(pending("pause with a snapshot"));
-    }
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
-    state.platform.pause_sandbox(namespace, &name).await?;
-    Ok(Json(MessageResponse {
-        message: format!("sandbox '{name}' paused"),
-    }))
+    state
+        .snapshots
+        .pause(namespace, &name, request.snapshot.as_deref())
+        .await?;
+    let message = match &request.snapshot {
+        Some(snapshot) => format!("sandbox '{name}' paused; snapshot '{snapshot}' taken"),
+        None => format!("sandbox '{name}' paused"),
+    };
+    Ok(Json(MessageResponse { message }))
 }
 
 /// Resume a paused sandbox.
@@ -279,11 +277,22 @@ pub async fn resume_sandbox(
         (status = 409, description = "`new_name` exists in the namespace", body = ErrorEnvelope),
     ))]
 pub async fn fork_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Json(_request): Json<ForkRequest>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Json(request): Json<ForkRequest>,
 ) -> ServiceResult<Created<ForkResponse>> {
-    Err(pending("sandbox fork"))
+    principal.require_write()?;
+    let (new_name, namespace) = state.snapshots.fork(&name, &request).await?;
+    Ok(Created {
+        location: location(&new_name, &namespace),
+        data: ForkResponse {
+            message: format!("sandbox '{name}' forked into '{new_name}'"),
+            name: new_name,
+            namespace,
+            source: name,
+        },
+    })
 }
 
 /// Take a `named` snapshot of a running sandbox without pausing it.
@@ -297,11 +306,21 @@ pub async fn fork_sandbox(
         (status = 409, description = "The snapshot name exists in the namespace", body = ErrorEnvelope),
     ))]
 pub async fn snapshot_sandbox(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Json(_request): Json<CreateSnapshotRequest>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Json(request): Json<CreateSnapshotRequest>,
 ) -> ServiceResult<Created<CreateSnapshotResponse>> {
-    Err(pending("sandbox snapshot"))
+    principal.require_write()?;
+    let (snapshot, namespace) = state.snapshots.snapshot(&name, &request).await?;
+    Ok(Created {
+        location: format!("/api/v1/snapshots/{snapshot}?namespace={namespace}"),
+        data: CreateSnapshotResponse {
+            name: snapshot,
+            namespace,
+            source_sandbox: name,
+        },
+    })
 }
 
 /// CPU and memory use per sandbox of a namespace.

@@ -1,7 +1,7 @@
-//! `/api/v1/snapshots`: list, inspect, delete, restore and GC of snapshots. The snapshot store
-//! lands with the snapshot issue; until then each route answers 501 `NotImplemented` after
-//! authentication and body checks.
+//! `/api/v1/snapshots`: list, inspect, delete, restore and GC of snapshots.
 use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
 use axum::routing::{get, post};
 
 use crate::daemon::auth::Principal;
@@ -26,8 +26,13 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/snapshots/{name}/restore", post(restore_snapshot))
 }
 
-fn pending(what: &str) -> ServiceError {
-    ServiceError::not_implemented(what)
+/// An optional JSON body: empty means the default.
+fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> ServiceResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
 }
 
 /// List snapshots, filtered by namespace, sandbox and kind.
@@ -37,10 +42,11 @@ fn pending(what: &str) -> ServiceError {
         (status = 400, description = "Unknown `kind`", body = ErrorEnvelope),
     ))]
 pub async fn list_snapshots(
+    State(state): State<AppState>,
     _principal: Principal,
-    Query(_query): Query<SnapshotListQuery>,
+    Query(query): Query<SnapshotListQuery>,
 ) -> ServiceResult<Json<Vec<Snapshot>>> {
-    Err(pending("snapshot list"))
+    Ok(Json(state.snapshots.list(&query).await?))
 }
 
 /// Inspect one snapshot.
@@ -51,11 +57,17 @@ pub async fn list_snapshots(
         (status = 404, description = "No such snapshot", body = ErrorEnvelope),
     ))]
 pub async fn get_snapshot(
+    State(state): State<AppState>,
     _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<NamespaceQuery>,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Snapshot>> {
-    Err(pending("snapshot get"))
+    Ok(Json(
+        state
+            .platform
+            .get_snapshot(query.namespace(), &name)
+            .await?,
+    ))
 }
 
 /// Delete one snapshot.
@@ -66,11 +78,22 @@ pub async fn get_snapshot(
         (status = 404, description = "No such snapshot", body = ErrorEnvelope),
     ))]
 pub async fn delete_snapshot(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<NamespaceQuery>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<MessageResponse>> {
-    Err(pending("snapshot delete"))
+    principal.require_write()?;
+    state
+        .platform
+        .delete_snapshot(query.namespace(), &name)
+        .await?;
+    Ok(Json(MessageResponse {
+        message: format!(
+            "snapshot '{name}' deleted from namespace '{}'",
+            query.namespace()
+        ),
+    }))
 }
 
 /// Create a new sandbox from a snapshot.
@@ -85,11 +108,28 @@ pub async fn delete_snapshot(
         (status = 409, description = "`new_sandbox_name` exists", body = ErrorEnvelope),
     ))]
 pub async fn restore_snapshot(
-    _principal: Principal,
-    Path(_name): Path<String>,
-    Json(_request): Json<RestoreRequest>,
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Json(request): Json<RestoreRequest>,
 ) -> ServiceResult<Created<RestoreResponse>> {
-    Err(pending("snapshot restore"))
+    principal.require_write()?;
+    let plan = state.snapshots.restore(&name, &request).await?;
+    Ok(Created {
+        location: format!(
+            "/api/v1/sandboxes/{}?namespace={}",
+            plan.new_name, plan.namespace
+        ),
+        data: RestoreResponse {
+            message: format!(
+                "sandbox '{}' restored from snapshot '{name}'",
+                plan.new_name
+            ),
+            name: plan.new_name,
+            namespace: plan.namespace,
+            source_snapshot: name,
+        },
+    })
 }
 
 /// Delete `fork` snapshots older than `keep_fork_for`; pause and named snapshots are kept.
@@ -99,6 +139,12 @@ pub async fn restore_snapshot(
         (status = 200, description = "What was (or, with dry_run, would be) deleted", body = DataEnvelope<GcResponse>),
         (status = 400, description = "Bad `keep_fork_for`", body = ErrorEnvelope),
     ))]
-pub async fn gc_snapshots(_principal: Principal) -> ServiceResult<Json<GcResponse>> {
-    Err(pending("snapshot GC"))
+pub async fn gc_snapshots(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: Bytes,
+) -> ServiceResult<Json<GcResponse>> {
+    principal.require_write()?;
+    let request: GcRequest = optional_body(&body)?;
+    Ok(Json(state.snapshots.gc(&request).await?))
 }

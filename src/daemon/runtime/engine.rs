@@ -108,6 +108,15 @@ pub struct SandboxSpec {
     pub capabilities: Vec<String>,
     /// Network slot (address pool index).
     pub slot: u32,
+    /// Snapshot layers stacked on the image's, lowest first (a restored or forked sandbox).
+    #[serde(default)]
+    pub layers: Vec<String>,
+    /// Replaces the image's entrypoint (restore overrides).
+    #[serde(default)]
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image's cmd (restore overrides).
+    #[serde(default)]
+    pub cmd: Option<Vec<String>>,
 }
 
 /// The engine: runtime CLI, images, network, and the sandboxes' directories.
@@ -120,6 +129,7 @@ pub struct Sbxd {
     /// host's network configuration.
     network: tokio::sync::OnceCell<NetworkManager>,
     sandboxes_dir: PathBuf,
+    layers_dir: PathBuf,
     config: RuntimeConfig,
     shim_exe: PathBuf,
 }
@@ -173,6 +183,8 @@ impl Sbxd {
         )?;
         let sandboxes_dir = data_dir.join("sandboxes");
         mkdir_private(&sandboxes_dir)?;
+        let layers_dir = data_dir.join("snapshot-layers");
+        mkdir_private(&layers_dir)?;
         let shim_exe = std::env::current_exe()
             .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
         Ok(Sbxd {
@@ -181,6 +193,7 @@ impl Sbxd {
             network_config: network,
             network: tokio::sync::OnceCell::new(),
             sandboxes_dir,
+            layers_dir,
             config,
             shim_exe,
         })
@@ -214,6 +227,96 @@ impl Sbxd {
         self.sandboxes_dir.join(id)
     }
 
+    /// Freezes the sandbox (unless it is paused already), flushes its writable layer to disk,
+    /// copies it into a new read-only snapshot layer and thaws it again: a consistent copy of
+    /// a running sandbox's files. Returns the layer id and its size on disk.
+    pub async fn capture_layer(&self, spec: &SandboxSpec) -> Result<(String, u64), RuntimeError> {
+        let id = spec.id.as_str();
+        let cgroup_path = cgroup::cgroups_path(id);
+        let freeze = !cgroup::is_frozen(&cgroup_path);
+        if freeze {
+            self.runc.pause(id).await?;
+        }
+        let copied = self.copy_upper(spec).await;
+        if freeze {
+            if let Err(e) = self.runc.resume(id).await {
+                tracing::error!(sandbox = %id, error = %e, "thawing after a snapshot");
+            }
+        }
+        copied
+    }
+
+    async fn copy_upper(&self, spec: &SandboxSpec) -> Result<(String, u64), RuntimeError> {
+        let upper = RootFs::under(&self.dir(&spec.id)).upper;
+        let layer = format!("{:016x}", rand_u64());
+        let tmp = self.layers_dir.join(format!(".tmp-{layer}"));
+        let target = self.layer_dir(&layer);
+        {
+            let upper = upper.clone();
+            tokio::task::spawn_blocking(move || {
+                let dir = std::fs::File::open(&upper)?;
+                // SAFETY: syncfs takes a valid open fd, held by `dir` for the call.
+                let rc = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+            .map_err(|e| RuntimeError::io("flush the writable layer", e))?;
+        }
+        // cp -a keeps owners, modes, hard links, xattrs (opaque dirs) and whiteouts.
+        let output = tokio::process::Command::new("cp")
+            .arg("-a")
+            .arg("--reflink=auto")
+            .arg(&upper)
+            .arg(&tmp)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|e| RuntimeError::io("run cp", e))?;
+        if !output.status.success() {
+            let _ = tokio::fs::remove_dir_all(&tmp).await;
+            return Err(RuntimeError::Command {
+                command: "cp -a".into(),
+                message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
+        }
+        tokio::fs::rename(&tmp, &target)
+            .await
+            .map_err(|e| RuntimeError::io("store the snapshot layer", e))?;
+        let size = {
+            let target = target.clone();
+            tokio::task::spawn_blocking(move || overlay::disk_usage(&target))
+                .await
+                .unwrap_or(0)
+        };
+        Ok((layer, size))
+    }
+
+    /// Removes snapshot layers that nothing references any more.
+    pub async fn remove_layers(&self, layers: &[String]) {
+        for layer in layers {
+            if let Err(e) = tokio::fs::remove_dir_all(self.layer_dir(layer)).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(%layer, error = %e, "removing a snapshot layer");
+                }
+            }
+        }
+    }
+
+    /// The directory of a snapshot layer.
+    pub fn layer_dir(&self, layer: &str) -> PathBuf {
+        self.layers_dir.join(layer)
+    }
+
+    /// Where every snapshot layer lives.
+    pub fn layers_dir(&self) -> &Path {
+        &self.layers_dir
+    }
+
     /// Where every sandbox's directory lives.
     pub fn sandboxes_dir(&self) -> &Path {
         &self.sandboxes_dir
@@ -243,13 +346,14 @@ impl Sbxd {
 
     async fn provision_inner(&self, spec: &SandboxSpec) -> Result<Started, RuntimeError> {
         let image = self.images.ensure(&spec.image).await?;
-        let args: Vec<String> = image
-            .config
-            .entrypoint
-            .iter()
-            .chain(image.config.cmd.iter())
-            .cloned()
-            .collect();
+        let entrypoint = spec.entrypoint.as_ref().unwrap_or(&image.config.entrypoint);
+        // As in Kubernetes: a new entrypoint drops the image's cmd unless cmd is given too.
+        let cmd = match (&spec.entrypoint, &spec.cmd) {
+            (_, Some(cmd)) => cmd,
+            (Some(_), None) => &Vec::new(),
+            (None, None) => &image.config.cmd,
+        };
+        let args: Vec<String> = entrypoint.iter().chain(cmd.iter()).cloned().collect();
         if args.is_empty() {
             return Err(RuntimeError::Invalid(format!(
                 "image {} has no entrypoint or cmd to run",
@@ -286,7 +390,16 @@ impl Sbxd {
 
         let rootfs = RootFs::under(&dir);
         let owner = (spec.uid != 0).then_some((spec.uid, spec.gid));
-        let lowers = self.images.layer_dirs(&image);
+        let mut lowers = self.images.layer_dirs(&image);
+        for layer in &spec.layers {
+            let dir = self.layer_dir(layer);
+            if !dir.is_dir() {
+                return Err(RuntimeError::Invalid(format!(
+                    "snapshot layer {layer} of this sandbox is missing"
+                )));
+            }
+            lowers.push(dir);
+        }
         let mount_rootfs = {
             let rootfs = rootfs.clone();
             tokio::task::spawn_blocking(move || rootfs.mount(&lowers, owner))

@@ -2,3 +2,4 @@
 //! details and of which platform runs underneath.
 pub mod keys;
 pub mod sandboxes;
+pub mod snapshots;

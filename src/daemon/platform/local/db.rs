@@ -47,6 +47,18 @@ const MIGRATIONS: &[&str] = &[
         spec          TEXT NOT NULL,
         UNIQUE (namespace, name)
     );",
+    // 3: snapshots (filesystem layers of sandboxes on sbxd).
+    "CREATE TABLE snapshots (
+        id             TEXT PRIMARY KEY,
+        namespace      TEXT NOT NULL,
+        name           TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        source_sandbox TEXT NOT NULL,
+        created        INTEGER NOT NULL,
+        size_bytes     INTEGER NOT NULL,
+        source         TEXT NOT NULL,
+        UNIQUE (namespace, name)
+    );",
 ];
 
 /// The schema version this build writes.

@@ -2,6 +2,7 @@
 //! this host through the sbxd runtime.
 mod db;
 pub mod sandboxes;
+pub mod snapshots;
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -13,13 +14,16 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
-use crate::daemon::platform::{NewSandbox, Platform, PlatformError, PlatformResult, StoredKey};
+use crate::daemon::platform::{
+    NewSandbox, Platform, PlatformError, PlatformResult, RestorePlan, StoredKey,
+};
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
 use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
+use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::paths::ADMIN_TOKEN_FILE;
 
 pub use db::{Db, SCHEMA_VERSION};
@@ -297,6 +301,85 @@ impl Platform for LocalPlatform {
 
     fn max_exec_timeout(&self) -> Duration {
         self.max_exec
+    }
+
+    async fn snapshot_sandbox(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+        kind: SnapshotKind,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .snapshot(namespace, sandbox, snapshot, kind)
+            .await
+            .map(drop)
+    }
+
+    async fn pause_sandbox_with_snapshot(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .pause_with_snapshot(namespace, sandbox, snapshot)
+            .await
+            .map(drop)
+    }
+
+    async fn fork_sandbox(
+        &self,
+        namespace: &str,
+        source: &str,
+        new_name: &str,
+        snapshot: Option<&str>,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .fork(namespace, source, new_name, snapshot)
+            .await
+    }
+
+    async fn list_snapshots(
+        &self,
+        namespace: Option<&str>,
+        sandbox: Option<&str>,
+        kind: Option<SnapshotKind>,
+    ) -> PlatformResult<Vec<Snapshot>> {
+        Ok(self
+            .sandboxes()?
+            .list_snapshots(namespace, sandbox, kind)
+            .await)
+    }
+
+    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
+        self.sandboxes()?.get_snapshot(namespace, name).await
+    }
+
+    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String> {
+        self.sandboxes()?.snapshot_record(namespace, name).await?;
+        Ok("sbxd".to_string())
+    }
+
+    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.delete_snapshot(namespace, name).await
+    }
+
+    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()> {
+        let namespace = plan.namespace.clone();
+        self.sandboxes()?
+            .restore(&namespace, snapshot, plan)
+            .await
+            .map(drop)
+    }
+
+    async fn gc_snapshots(
+        &self,
+        namespace: Option<&str>,
+        keep_for: Duration,
+        dry_run: bool,
+    ) -> PlatformResult<Vec<GcResult>> {
+        Ok(self.sandboxes()?.gc(namespace, keep_for, dry_run).await)
     }
 
     fn image_store(&self) -> Option<Arc<ImageStore>> {

@@ -11,6 +11,7 @@ use rusqlite::params;
 use tokio::sync::{Mutex, RwLock, watch};
 
 use crate::daemon::platform::local::db::Db;
+use crate::daemon::platform::local::snapshots::SnapshotRecord;
 use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
 use crate::daemon::runtime::engine::{SandboxSpec, Sbxd};
 use crate::daemon::runtime::{RuntimeError, process};
@@ -27,15 +28,15 @@ pub const STABLE_AFTER: Duration = Duration::from_secs(60);
 
 /// One sandbox as stored.
 #[derive(Debug, Clone)]
-struct Record {
-    spec: SandboxSpec,
-    backend: String,
-    status: SandboxStatus,
-    ready: bool,
-    restarts: u32,
-    error_message: String,
-    created: i64,
-    pid: Option<i32>,
+pub(super) struct Record {
+    pub(super) spec: SandboxSpec,
+    pub(super) backend: String,
+    pub(super) status: SandboxStatus,
+    pub(super) ready: bool,
+    pub(super) restarts: u32,
+    pub(super) error_message: String,
+    pub(super) created: i64,
+    pub(super) pid: Option<i32>,
 }
 
 impl Record {
@@ -56,26 +57,27 @@ impl Record {
 
 /// Per-sandbox coordination: one lifecycle operation at a time, and a flag telling the
 /// supervisor that an exit is intended.
-struct Live {
-    lock: Mutex<()>,
-    stopping: AtomicBool,
-    phase: watch::Sender<SandboxStatus>,
+pub(super) struct Live {
+    pub(super) lock: Mutex<()>,
+    pub(super) stopping: AtomicBool,
+    pub(super) phase: watch::Sender<SandboxStatus>,
 }
 
 /// The local sandbox manager.
 pub struct LocalSandboxes {
-    db: Db,
-    sbxd: Arc<Sbxd>,
-    records: RwLock<BTreeMap<(String, String), Record>>,
+    pub(super) db: Db,
+    pub(super) sbxd: Arc<Sbxd>,
+    pub(super) records: RwLock<BTreeMap<(String, String), Record>>,
+    pub(super) snapshots: RwLock<BTreeMap<(String, String), SnapshotRecord>>,
     live: StdMutex<HashMap<String, Arc<Live>>>,
     cpu_samples: StdMutex<HashMap<String, (Instant, u64)>>,
     /// Network slots of deleted sandboxes whose network is still being removed.
     retiring: StdMutex<HashSet<u32>>,
     /// Bumped on every change of a record.
-    version: AtomicU64,
+    pub(super) version: AtomicU64,
 }
 
-fn status_text(status: SandboxStatus) -> &'static str {
+pub(super) fn status_text(status: SandboxStatus) -> &'static str {
     match status {
         SandboxStatus::Pending => "Pending",
         SandboxStatus::Running => "Running",
@@ -95,7 +97,7 @@ fn parse_status(text: &str) -> SandboxStatus {
     }
 }
 
-fn runtime_error(e: RuntimeError) -> PlatformError {
+pub(super) fn runtime_error(e: RuntimeError) -> PlatformError {
     match e {
         RuntimeError::Invalid(m) => PlatformError::Invalid(m),
         RuntimeError::Image(e) if e.is_caller_error() => PlatformError::Invalid(e.to_string()),
@@ -104,7 +106,7 @@ fn runtime_error(e: RuntimeError) -> PlatformError {
     }
 }
 
-fn new_id() -> String {
+pub(super) fn new_id() -> String {
     let mut buf = [0u8; 5];
     let _ = getrandom::fill(&mut buf);
     hex::encode(buf)
@@ -152,7 +154,9 @@ impl LocalSandboxes {
                 },
             );
         }
+        let snapshots = super::snapshots::load(&db).await?;
         let manager = Arc::new(LocalSandboxes {
+            snapshots: RwLock::new(snapshots),
             db,
             sbxd,
             records: RwLock::new(records),
@@ -166,7 +170,7 @@ impl LocalSandboxes {
         Ok(manager)
     }
 
-    fn live(&self, id: &str, status: SandboxStatus) -> Arc<Live> {
+    pub(super) fn live(&self, id: &str, status: SandboxStatus) -> Arc<Live> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.entry(id.to_string())
             .or_insert_with(|| {
@@ -179,7 +183,7 @@ impl LocalSandboxes {
             .clone()
     }
 
-    async fn record(&self, namespace: &str, name: &str) -> PlatformResult<Record> {
+    pub(super) async fn record(&self, namespace: &str, name: &str) -> PlatformResult<Record> {
         self.records
             .read()
             .await
@@ -193,7 +197,7 @@ impl LocalSandboxes {
     }
 
     /// Applies `change` to the record (memory and database) and publishes the new phase.
-    async fn update(
+    pub(super) async fn update(
         &self,
         spec: &SandboxSpec,
         change: impl FnOnce(&mut Record),
@@ -232,6 +236,27 @@ impl LocalSandboxes {
 
     /// Stores a new sandbox (Pending) and starts provisioning it.
     pub async fn create(self: &Arc<Self>, new: NewSandbox) -> PlatformResult<()> {
+        self.create_on_layers(new, Vec::new()).await.map(drop)
+    }
+
+    /// Like [`LocalSandboxes::create`], with snapshot layers under the writable layer (restore,
+    /// fork); returns the new sandbox's spec.
+    pub async fn create_on_layers(
+        self: &Arc<Self>,
+        new: NewSandbox,
+        layers: Vec<String>,
+    ) -> PlatformResult<SandboxSpec> {
+        self.create_on_layers_with(new, layers, (None, None)).await
+    }
+
+    /// Like [`LocalSandboxes::create_on_layers`] with an entrypoint and cmd replacing the
+    /// image's.
+    pub async fn create_on_layers_with(
+        self: &Arc<Self>,
+        new: NewSandbox,
+        layers: Vec<String>,
+        (entrypoint, cmd): (Option<Vec<String>>, Option<Vec<String>>),
+    ) -> PlatformResult<SandboxSpec> {
         let record = {
             let mut records = self.records.write().await;
             let key = (new.namespace.clone(), new.name.clone());
@@ -272,6 +297,9 @@ impl LocalSandboxes {
                     additional_gids: new.additional_gids,
                     capabilities: new.capabilities,
                     slot,
+                    layers,
+                    entrypoint,
+                    cmd,
                 },
                 backend: new.backend,
                 status: SandboxStatus::Pending,
@@ -311,11 +339,12 @@ impl LocalSandboxes {
         tracing::info!(sandbox = %record.spec.id, namespace = %record.spec.namespace, name = %record.spec.name, image = %record.spec.image, "creating sandbox");
         let live = self.live(&record.spec.id, SandboxStatus::Pending);
         let manager = self.clone();
+        let spec = record.spec.clone();
         tokio::spawn(async move {
             let _guard = live.lock.lock().await;
             manager.provision(&record.spec).await;
         });
-        Ok(())
+        Ok(spec)
     }
 
     /// Brings a sandbox from nothing to Running (and Ready after its before_script), or to
@@ -399,7 +428,7 @@ impl LocalSandboxes {
     }
 
     /// Stops the sandbox's runtime resources (files kept) and records a final state.
-    fn stop_with<'a>(
+    pub(super) fn stop_with<'a>(
         &'a self,
         spec: &'a SandboxSpec,
         status: SandboxStatus,
@@ -546,6 +575,7 @@ impl LocalSandboxes {
             .await
             .remove(&(spec.namespace.clone(), spec.name.clone()));
         self.version.fetch_add(1, Ordering::SeqCst);
+        self.release_layers(&spec.layers).await;
         self.live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -612,7 +642,7 @@ impl LocalSandboxes {
     }
 
     /// Waits (up to `limit`) while the sandbox is Pending; returns its record then.
-    async fn settled(
+    pub(super) async fn settled(
         &self,
         namespace: &str,
         name: &str,

@@ -1,0 +1,443 @@
+//! Snapshots on the local platform: a snapshot is the sandbox's writable layer frozen into a
+//! read-only layer, stacked on the image's layers (and the layers the sandbox itself was made
+//! from). Records carry what restore needs (the `source-*` values); layers are removed once
+//! no snapshot and no sandbox uses them.
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::platform::local::db::Db;
+use crate::daemon::platform::local::sandboxes::{
+    LocalSandboxes, Record, new_id, runtime_error, status_text,
+};
+use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, RestorePlan};
+use crate::daemon::runtime::engine::SandboxSpec;
+use crate::shared::duration::format_age;
+use crate::shared::models::sandbox::SandboxStatus;
+use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
+use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+
+/// The snapshot class reported for sbxd layers.
+pub const SNAPSHOT_CLASS: &str = "sbxd-layer";
+
+/// One snapshot as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// Unique id.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name, unique in the namespace.
+    pub name: String,
+    /// What made it.
+    pub kind: SnapshotKind,
+    /// The sandbox it was taken from.
+    pub source_sandbox: String,
+    /// Creation time, unix seconds.
+    pub created: i64,
+    /// Size of its own layer on disk.
+    pub size_bytes: u64,
+    /// The source sandbox's spec at the time, `layers` being the snapshot's whole stack.
+    pub source: SandboxSpec,
+}
+
+impl SnapshotRecord {
+    fn view(&self, now: i64) -> Snapshot {
+        Snapshot {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            source_pvc: String::new(),
+            source_sandbox: self.source_sandbox.clone(),
+            kind: self.kind,
+            ready_to_use: true,
+            creation_timestamp: format_rfc3339_utc(self.created),
+            age: format_age((now - self.created).max(0) as u64),
+            size_bytes: self.size_bytes,
+            snapshot_class: SNAPSHOT_CLASS.to_string(),
+        }
+    }
+}
+
+fn conversion(e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.to_string().into())
+}
+
+fn snapshot_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SnapshotRecord> {
+    let kind: String = r.get("kind")?;
+    let source: String = r.get("source")?;
+    Ok(SnapshotRecord {
+        id: r.get("id")?,
+        namespace: r.get("namespace")?,
+        name: r.get("name")?,
+        kind: kind.parse::<SnapshotKind>().map_err(conversion)?,
+        source_sandbox: r.get("source_sandbox")?,
+        created: r.get("created")?,
+        size_bytes: r.get::<_, i64>("size_bytes")?.max(0) as u64,
+        source: serde_json::from_str(&source).map_err(conversion)?,
+    })
+}
+
+/// Loads every snapshot record.
+pub async fn load(db: &Db) -> PlatformResult<BTreeMap<(String, String), SnapshotRecord>> {
+    let records: Vec<SnapshotRecord> = db
+        .call(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, namespace, name, kind, source_sandbox, created, size_bytes, source \
+                 FROM snapshots",
+            )?;
+            let rows = stmt.query_map([], snapshot_from_row)?;
+            rows.collect()
+        })
+        .await?;
+    Ok(records
+        .into_iter()
+        .map(|r| ((r.namespace.clone(), r.name.clone()), r))
+        .collect())
+}
+
+fn not_found(namespace: &str, name: &str) -> PlatformError {
+    PlatformError::NotFound(format!(
+        "snapshot '{name}' not found in namespace '{namespace}'"
+    ))
+}
+
+impl LocalSandboxes {
+    async fn insert_snapshot(&self, record: SnapshotRecord) -> PlatformResult<()> {
+        let row = record.clone();
+        let source =
+            serde_json::to_string(&row.source).map_err(|e| PlatformError::Store(e.to_string()))?;
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO snapshots (id, namespace, name, kind, source_sandbox, created, \
+                     size_bytes, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        row.id,
+                        row.namespace,
+                        row.name,
+                        row.kind.as_str(),
+                        row.source_sandbox,
+                        row.created,
+                        row.size_bytes as i64,
+                        source,
+                    ],
+                )
+                .map(drop)
+            })
+            .await?;
+        self.snapshots
+            .write()
+            .await
+            .insert((record.namespace.clone(), record.name.clone()), record);
+        Ok(())
+    }
+
+    /// Takes a snapshot of a Running or Paused sandbox (frozen for the copy, thawed after
+    /// unless it was paused). The name must be free in the namespace.
+    pub async fn snapshot(
+        self: &Arc<Self>,
+        namespace: &str,
+        sandbox: &str,
+        name: &str,
+        kind: SnapshotKind,
+    ) -> PlatformResult<SnapshotRecord> {
+        let record = self
+            .settled(namespace, sandbox, Duration::from_secs(60))
+            .await?;
+        let live = self.live(&record.spec.id, record.status);
+        let _guard = live.lock.lock().await;
+        let record = self.record(namespace, sandbox).await?;
+        self.snapshot_locked(&record, name, kind).await
+    }
+
+    /// [`LocalSandboxes::snapshot`] with the sandbox's lock held by the caller.
+    async fn snapshot_locked(
+        &self,
+        record: &Record,
+        name: &str,
+        kind: SnapshotKind,
+    ) -> PlatformResult<SnapshotRecord> {
+        let namespace = record.spec.namespace.as_str();
+        if self
+            .snapshots
+            .read()
+            .await
+            .contains_key(&(namespace.to_string(), name.to_string()))
+        {
+            return Err(PlatformError::AlreadyExists(format!(
+                "snapshot '{name}' already exists in namespace '{namespace}'"
+            )));
+        }
+        if !matches!(
+            record.status,
+            SandboxStatus::Running | SandboxStatus::Paused
+        ) {
+            return Err(PlatformError::Conflict(format!(
+                "sandbox '{}' is {}: only a running or paused sandbox can be snapshotted",
+                record.spec.name,
+                status_text(record.status)
+            )));
+        }
+        let (layer, size_bytes) = self
+            .sbxd
+            .capture_layer(&record.spec)
+            .await
+            .map_err(runtime_error)?;
+        let mut source = record.spec.clone();
+        source.layers.push(layer.clone());
+        let snapshot = SnapshotRecord {
+            id: new_id(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            kind,
+            source_sandbox: record.spec.name.clone(),
+            created: now_unix(),
+            size_bytes,
+            source,
+        };
+        if let Err(e) = self.insert_snapshot(snapshot.clone()).await {
+            self.sbxd.remove_layers(&[layer]).await;
+            return Err(e);
+        }
+        tracing::info!(snapshot = %snapshot.name, namespace, sandbox = %record.spec.name, kind = %kind, size_bytes, "snapshot taken");
+        Ok(snapshot)
+    }
+
+    /// Pauses a sandbox and, while it is frozen, snapshots it (kind `pause`).
+    pub async fn pause_with_snapshot(
+        self: &Arc<Self>,
+        namespace: &str,
+        name: &str,
+        snapshot: &str,
+    ) -> PlatformResult<SnapshotRecord> {
+        let record = self
+            .settled(namespace, name, Duration::from_secs(60))
+            .await?;
+        let live = self.live(&record.spec.id, record.status);
+        let _guard = live.lock.lock().await;
+        let record = self.record(namespace, name).await?;
+        if record.status == SandboxStatus::Running {
+            self.sbxd
+                .pause(&record.spec.id)
+                .await
+                .map_err(runtime_error)?;
+            self.update(&record.spec, |r: &mut Record| {
+                r.status = SandboxStatus::Paused;
+                r.ready = false;
+            })
+            .await?;
+        }
+        let record = self.record(namespace, name).await?;
+        self.snapshot_locked(&record, snapshot, SnapshotKind::Pause)
+            .await
+    }
+
+    /// Snapshots of a namespace (all when `None`), optionally of one sandbox and one kind.
+    pub async fn list_snapshots(
+        &self,
+        namespace: Option<&str>,
+        sandbox: Option<&str>,
+        kind: Option<SnapshotKind>,
+    ) -> Vec<Snapshot> {
+        let now = now_unix();
+        self.snapshots
+            .read()
+            .await
+            .values()
+            .filter(|s| namespace.is_none_or(|ns| s.namespace == ns))
+            .filter(|s| sandbox.is_none_or(|sb| s.source_sandbox == sb))
+            .filter(|s| kind.is_none_or(|k| s.kind == k))
+            .map(|s| s.view(now))
+            .collect()
+    }
+
+    /// One snapshot's record.
+    pub async fn snapshot_record(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> PlatformResult<SnapshotRecord> {
+        self.snapshots
+            .read()
+            .await
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| not_found(namespace, name))
+    }
+
+    /// One snapshot.
+    pub async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
+        Ok(self
+            .snapshot_record(namespace, name)
+            .await?
+            .view(now_unix()))
+    }
+
+    /// Deletes a snapshot, and its layers when nothing else uses them.
+    pub async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self.snapshot_record(namespace, name).await?;
+        let id = record.id.clone();
+        self.db
+            .call(move |conn| {
+                conn.execute("DELETE FROM snapshots WHERE id = ?1", [&id])
+                    .map(drop)
+            })
+            .await?;
+        self.snapshots
+            .write()
+            .await
+            .remove(&(namespace.to_string(), name.to_string()));
+        self.release_layers(&record.source.layers).await;
+        tracing::info!(snapshot = %name, namespace, "snapshot deleted");
+        Ok(())
+    }
+
+    /// Removes those of `layers` that no snapshot and no sandbox references any more.
+    pub(super) async fn release_layers(&self, layers: &[String]) {
+        let mut used: HashSet<String> = HashSet::new();
+        for s in self.snapshots.read().await.values() {
+            used.extend(s.source.layers.iter().cloned());
+        }
+        for r in self.records.read().await.values() {
+            used.extend(r.spec.layers.iter().cloned());
+        }
+        let unused: Vec<String> = layers
+            .iter()
+            .filter(|l| !used.contains(*l))
+            .cloned()
+            .collect();
+        self.sbxd.remove_layers(&unused).await;
+    }
+
+    /// A new sandbox from a snapshot: its layers under a fresh writable layer, the source
+    /// sandbox's settings with the plan's overrides.
+    pub async fn restore(
+        self: &Arc<Self>,
+        namespace: &str,
+        snapshot: &str,
+        plan: RestorePlan,
+    ) -> PlatformResult<SandboxSpec> {
+        let record = self.snapshot_record(namespace, snapshot).await?;
+        let source = &record.source;
+        let new = NewSandbox {
+            namespace: plan.namespace.clone(),
+            name: plan.new_name.clone(),
+            image: plan.image.clone().unwrap_or_else(|| source.image.clone()),
+            env: source.env.clone(),
+            before_script: match &plan.before_script {
+                Some(script) => script.clone(),
+                None => source.before_script.clone(),
+            },
+            cpu_millis: plan.cpu_millis.or(source.cpu_millis),
+            memory_bytes: plan.memory_bytes.or(source.memory_bytes),
+            ephemeral_bytes: plan.ephemeral_bytes.or(source.ephemeral_bytes),
+            egress: source.egress.clone(),
+            uid: source.uid,
+            gid: source.gid,
+            additional_gids: source.additional_gids.clone(),
+            capabilities: source.capabilities.clone(),
+            backend: "sbxd".to_string(),
+        };
+        let mut spec_entry = (plan.entrypoint.clone(), plan.cmd.clone());
+        if spec_entry.0.is_none() {
+            spec_entry.0 = source.entrypoint.clone();
+        }
+        if spec_entry.1.is_none() {
+            spec_entry.1 = source.cmd.clone();
+        }
+        self.create_on_layers_with(new, source.layers.clone(), spec_entry)
+            .await
+    }
+
+    /// Clones a sandbox: a snapshot of it (kind `fork`, or `named` under `snapshot`), and a
+    /// new sandbox on that snapshot's layers, waited for until it runs; a `fork` snapshot is
+    /// deleted once the clone exists (the clone keeps its layers).
+    pub async fn fork(
+        self: &Arc<Self>,
+        namespace: &str,
+        source: &str,
+        new_name: &str,
+        snapshot: Option<&str>,
+    ) -> PlatformResult<()> {
+        if self
+            .records
+            .read()
+            .await
+            .contains_key(&(namespace.to_string(), new_name.to_string()))
+        {
+            return Err(PlatformError::AlreadyExists(format!(
+                "sandbox '{new_name}' already exists in namespace '{namespace}'"
+            )));
+        }
+        let (name, kind) = match snapshot {
+            Some(name) => (name.to_string(), SnapshotKind::Named),
+            None => (format!("{source}-fork-{}", now_unix()), SnapshotKind::Fork),
+        };
+        let snap = self.snapshot(namespace, source, &name, kind).await?;
+        let plan = RestorePlan {
+            namespace: namespace.to_string(),
+            new_name: new_name.to_string(),
+            // The clone's files are prepared already.
+            before_script: Some(None),
+            ..RestorePlan::default()
+        };
+        let created = self.restore(namespace, &snap.name, plan).await;
+        let outcome = match created {
+            Ok(_) => {
+                let clone = self
+                    .settled(namespace, new_name, Duration::from_secs(300))
+                    .await?;
+                if clone.status == SandboxStatus::Failed {
+                    Err(PlatformError::Invalid(format!(
+                        "the clone '{new_name}' failed to start: {}",
+                        clone.error_message
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => Err(e),
+        };
+        if kind == SnapshotKind::Fork {
+            if let Err(e) = self.delete_snapshot(namespace, &snap.name).await {
+                tracing::warn!(snapshot = %snap.name, error = %e, "deleting a fork snapshot");
+            }
+        }
+        outcome
+    }
+
+    /// Deletes `fork` snapshots older than `keep_for` (pause and named ones are never
+    /// touched); with `dry_run`, only reports them.
+    pub async fn gc(
+        &self,
+        namespace: Option<&str>,
+        keep_for: Duration,
+        dry_run: bool,
+    ) -> Vec<GcResult> {
+        let now = now_unix();
+        let candidates: Vec<SnapshotRecord> = self
+            .snapshots
+            .read()
+            .await
+            .values()
+            .filter(|s| s.kind == SnapshotKind::Fork)
+            .filter(|s| namespace.is_none_or(|ns| s.namespace == ns))
+            .filter(|s| now - s.created > keep_for.as_secs() as i64)
+            .cloned()
+            .collect();
+        let mut results = Vec::new();
+        for s in candidates {
+            let deleted = !dry_run && self.delete_snapshot(&s.namespace, &s.name).await.is_ok();
+            results.push(GcResult {
+                name: s.name.clone(),
+                namespace: s.namespace.clone(),
+                age: format_age((now - s.created).max(0) as u64),
+                deleted,
+            });
+        }
+        results
+    }
+}

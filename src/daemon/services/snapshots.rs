@@ -1,0 +1,268 @@
+//! Snapshot rules of the contract, independent of the platform: names, kinds, restore
+//! overrides and backends, fork, GC.
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
+use crate::daemon::services::sandboxes::LOCAL_BACKEND;
+use crate::shared::models::DEFAULT_NAMESPACE;
+use crate::shared::models::sandbox::{CreateSnapshotRequest, ForkRequest, SandboxStatus};
+use crate::shared::models::snapshot::{
+    GcRequest, GcResponse, RestoreRequest, Snapshot, SnapshotKind, SnapshotListQuery,
+};
+use crate::shared::names;
+
+/// The backend whose snapshots can be neither forked nor restored.
+pub const KFD_BACKEND: &str = "kata-firecracker-devmapper";
+/// How long a restore with `keep_snapshot: false` waits for Ready before keeping the snapshot.
+pub const RESTORE_READY_WAIT: Duration = Duration::from_secs(600);
+
+/// A 409 for a taken name, whatever the platform called it.
+fn conflict_on_exists(e: PlatformError) -> ServiceError {
+    match e {
+        PlatformError::AlreadyExists(m) => ServiceError::conflict(m),
+        other => other.into(),
+    }
+}
+
+fn snapshot_name(what: &str, value: &str) -> ServiceResult<()> {
+    names::validate_dns_label(what, value).map_err(ServiceError::bad_request)
+}
+
+/// The snapshot service.
+pub struct SnapshotService {
+    platform: Arc<dyn Platform>,
+}
+
+impl SnapshotService {
+    /// A service over a platform.
+    pub fn new(platform: Arc<dyn Platform>) -> SnapshotService {
+        SnapshotService { platform }
+    }
+
+    /// `POST /sandboxes/{name}/snapshot`: a `named` snapshot of a running sandbox.
+    pub async fn snapshot(
+        &self,
+        sandbox: &str,
+        request: &CreateSnapshotRequest,
+    ) -> ServiceResult<(String, String)> {
+        let name = request
+            .require_snapshot_name()
+            .map_err(ServiceError::bad_request)?;
+        snapshot_name("snapshot_name", name)?;
+        let namespace = request
+            .namespace
+            .as_deref()
+            .unwrap_or(DEFAULT_NAMESPACE)
+            .to_string();
+        self.platform
+            .snapshot_sandbox(&namespace, sandbox, name, SnapshotKind::Named)
+            .await
+            .map_err(conflict_on_exists)?;
+        Ok((name.to_string(), namespace))
+    }
+
+    /// Pause with an optional `pause` snapshot.
+    pub async fn pause(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: Option<&str>,
+    ) -> ServiceResult<()> {
+        match snapshot {
+            None => Ok(self.platform.pause_sandbox(namespace, sandbox).await?),
+            Some(name) => {
+                snapshot_name("snapshot", name)?;
+                self.platform
+                    .pause_sandbox_with_snapshot(namespace, sandbox, name)
+                    .await
+                    .map_err(conflict_on_exists)
+            }
+        }
+    }
+
+    /// `POST /sandboxes/{name}/fork`.
+    pub async fn fork(
+        &self,
+        source: &str,
+        request: &ForkRequest,
+    ) -> ServiceResult<(String, String)> {
+        let new_name = request
+            .require_new_name()
+            .map_err(ServiceError::bad_request)?;
+        names::validate_dns_label("new_name", new_name).map_err(ServiceError::bad_request)?;
+        let namespace = request
+            .namespace
+            .as_deref()
+            .unwrap_or(DEFAULT_NAMESPACE)
+            .to_string();
+        if let Some(name) = &request.snapshot {
+            snapshot_name("snapshot", name)?;
+        }
+        let sandbox = self.platform.get_sandbox(&namespace, source).await?;
+        if sandbox.backend == KFD_BACKEND {
+            return Err(ServiceError::bad_request(format!(
+                "sandbox '{source}' runs on {KFD_BACKEND}, which cannot fork"
+            )));
+        }
+        if request.warm {
+            return Err(ServiceError::bad_request(
+                "warm fork (memory kept) needs CRIU 4 on this host and is not available yet; \
+                 fork without `warm` copies the sandbox's files",
+            ));
+        }
+        self.platform
+            .fork_sandbox(&namespace, source, new_name, request.snapshot.as_deref())
+            .await
+            .map_err(conflict_on_exists)?;
+        Ok((new_name.to_string(), namespace))
+    }
+
+    /// `GET /snapshots`.
+    pub async fn list(&self, query: &SnapshotListQuery) -> ServiceResult<Vec<Snapshot>> {
+        let kind = query.kind_filter().map_err(ServiceError::bad_request)?;
+        let namespace = (!query.all_namespaces)
+            .then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
+        Ok(self
+            .platform
+            .list_snapshots(namespace, query.sandbox.as_deref(), kind)
+            .await?)
+    }
+
+    /// `POST /snapshots/{name}/restore`: validates the request and overrides, then creates
+    /// the sandbox; with `keep_snapshot: false` the snapshot goes once the sandbox is Ready.
+    pub async fn restore(
+        &self,
+        snapshot: &str,
+        request: &RestoreRequest,
+    ) -> ServiceResult<RestorePlan> {
+        let bad = ServiceError::bad_request;
+        let new_name = request.require_new_sandbox_name().map_err(bad)?;
+        names::validate_dns_label("new_sandbox_name", new_name).map_err(bad)?;
+        let namespace = request.namespace().to_string();
+        // 404 for an absent snapshot before judging the overrides against it.
+        let source_backend = self.platform.snapshot_backend(&namespace, snapshot).await?;
+        if source_backend == KFD_BACKEND {
+            return Err(bad(format!(
+                "snapshot '{snapshot}' was taken on {KFD_BACKEND}, which cannot be restored"
+            )));
+        }
+        let overrides = request.overrides.clone().unwrap_or_default();
+        overrides.validate().map_err(bad)?;
+        if let Some(backend) = overrides.backend.as_deref() {
+            if backend != source_backend {
+                return Err(bad(format!(
+                    "backend '{backend}' cannot restore a snapshot taken on {source_backend}"
+                )));
+            }
+        }
+        if source_backend == LOCAL_BACKEND {
+            if overrides.root_disk_size.is_some() {
+                return Err(ServiceError::bad_request(
+                    "root_disk_size does not apply on sbxd: limit the writable layer with \
+                     limits.ephemeral-storage",
+                ));
+            }
+            if overrides
+                .validate_sidecar()
+                .map_err(bad)?
+                .is_some_and(|s| s != "none")
+            {
+                return Err(ServiceError::bad_request("sbxd sandboxes run no sidecar"));
+            }
+        }
+        let limits = overrides
+            .limits
+            .clone()
+            .unwrap_or_default()
+            .parse()
+            .map_err(bad)?;
+        let plan = RestorePlan {
+            namespace: namespace.clone(),
+            new_name: new_name.to_string(),
+            image: overrides.image.clone().filter(|i| !i.trim().is_empty()),
+            cpu_millis: limits.cpu.map(|q| q.millis() as u64),
+            memory_bytes: limits.memory.map(|q| q.value_ceil() as u64),
+            ephemeral_bytes: limits.ephemeral_storage.map(|q| q.value_ceil() as u64),
+            entrypoint: overrides.entrypoint.clone(),
+            cmd: overrides.cmd.clone(),
+            before_script: overrides.before_script.clone().map(Some),
+        };
+        self.platform
+            .restore_snapshot(snapshot, plan.clone())
+            .await
+            .map_err(conflict_on_exists)?;
+        if !request.keep_snapshot() {
+            self.delete_when_ready(namespace, snapshot.to_string(), new_name.to_string());
+        }
+        Ok(plan)
+    }
+
+    fn delete_when_ready(&self, namespace: String, snapshot: String, sandbox: String) {
+        let platform = self.platform.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            while started.elapsed() < RESTORE_READY_WAIT {
+                match platform.get_sandbox(&namespace, &sandbox).await {
+                    Ok(s) if s.status == SandboxStatus::Running && s.ready == "True" => {
+                        if let Err(e) = platform.delete_snapshot(&namespace, &snapshot).await {
+                            tracing::warn!(%snapshot, error = %e, "deleting a restored snapshot");
+                        }
+                        return;
+                    }
+                    Ok(s) if s.status == SandboxStatus::Failed => break,
+                    Err(_) => break,
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            tracing::warn!(%snapshot, %sandbox, "restored sandbox never became Ready: snapshot kept");
+        });
+    }
+
+    /// `POST /snapshots/gc`.
+    pub async fn gc(&self, request: &GcRequest) -> ServiceResult<GcResponse> {
+        let keep_for = request.keep_fork_for().map_err(ServiceError::bad_request)?;
+        let namespace = (!request.all_namespaces)
+            .then(|| request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
+        let results = self
+            .platform
+            .gc_snapshots(namespace, keep_for, request.dry_run)
+            .await?;
+        let message = if request.dry_run {
+            format!(
+                "{} fork snapshots older than {}s would be deleted",
+                results.len(),
+                keep_for.as_secs()
+            )
+        } else {
+            let deleted = results.iter().filter(|r| r.deleted).count();
+            format!(
+                "deleted {deleted} fork snapshots older than {}s",
+                keep_for.as_secs()
+            )
+        };
+        Ok(GcResponse { message, results })
+    }
+
+    /// The scheduled sweep: every 10 minutes, fork snapshots older than the default.
+    pub async fn sweep_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(600));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let keep = crate::shared::models::snapshot::DEFAULT_KEEP_FORK_FOR;
+            match self.platform.gc_snapshots(None, keep, false).await {
+                Ok(results) if !results.is_empty() => {
+                    tracing::info!(
+                        deleted = results.iter().filter(|r| r.deleted).count(),
+                        "scheduled snapshot GC"
+                    )
+                }
+                Ok(_) => {}
+                Err(PlatformError::Unavailable(_)) => {}
+                Err(e) => tracing::warn!(error = %e, "scheduled snapshot GC"),
+            }
+        }
+    }
+}

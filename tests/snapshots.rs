@@ -1,0 +1,566 @@
+//! Snapshots, fork, restore and GC on the embedded default, with real sandboxes (the real
+//! `sbx serve`, runc, overlayfs) and images from the loopback registry. Needs root.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::sbxd::{self, TestNet};
+use common::{Daemon, cli};
+use sbx::cli::client::{ApiClient, ClientError};
+use sbx::shared::models::sandbox::{
+    CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, PauseRequest, Sandbox,
+    SandboxStatus,
+};
+use sbx::shared::models::snapshot::{GcRequest, RestoreRequest, SnapshotKind, SnapshotListQuery};
+use serde_json::{Value, json};
+
+fn request(name: &str) -> CreateSandboxRequest {
+    CreateSandboxRequest {
+        name: Some(name.into()),
+        image: Some(sbxd::busybox()),
+        ..Default::default()
+    }
+}
+
+async fn ready(client: &ApiClient, name: &str) -> Sandbox {
+    let started = Instant::now();
+    loop {
+        let s = client.get_sandbox(name, "default").await.expect("get");
+        if s.status == SandboxStatus::Running && s.ready == "True" {
+            return s;
+        }
+        assert!(s.status != SandboxStatus::Failed, "{s:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{name} never Ready: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn sh(client: &ApiClient, name: &str, command: &str) -> String {
+    let r = client
+        .exec_sandbox(
+            name,
+            "default",
+            &ExecRequest {
+                command: Some(command.into()),
+                timeout_seconds: Some(60),
+            },
+        )
+        .await
+        .expect("exec");
+    r.stdout
+}
+
+fn status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
+    match r {
+        Err(ClientError::Api(e)) => (e.status, e.code),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn snapshot_layers(daemon: &Daemon) -> usize {
+    std::fs::read_dir(daemon.data_dir.join("snapshot-layers"))
+        .map(|d| d.flatten().count())
+        .unwrap_or(0)
+}
+
+fn list_query(kind: Option<&str>) -> SnapshotListQuery {
+    SnapshotListQuery {
+        kind: kind.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn snapshot_restore_and_fork_keep_exactly_the_files_of_their_moment() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    client.create_sandbox(&request("src")).await.unwrap();
+    ready(&client, "src").await;
+    sh(
+        &client,
+        "src",
+        "echo before > /data.txt; mkdir -p /d && echo gone > /d/removed",
+    )
+    .await;
+
+    // A named snapshot of a running sandbox: 201 + Location; the sandbox keeps running.
+    let http = daemon.http();
+    let response = http
+        .post(format!("{}/api/v1/sandboxes/src/snapshot", daemon.url))
+        .header("X-API-Key", daemon.admin_token())
+        .json(&json!({"snapshot_name": "snap1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    assert_eq!(
+        response.headers()["location"],
+        "/api/v1/snapshots/snap1?namespace=default"
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["data"],
+        json!({"name": "snap1", "namespace": "default", "source_sandbox": "src"})
+    );
+    assert_eq!(
+        client.get_sandbox("src", "default").await.unwrap().status,
+        SandboxStatus::Running
+    );
+    let snap = client.get_snapshot("snap1", "default").await.unwrap();
+    assert_eq!(
+        (snap.kind, snap.ready_to_use, snap.source_sandbox.as_str()),
+        (SnapshotKind::Named, true, "src")
+    );
+    assert!(snap.size_bytes > 0 && snap.creation_timestamp.ends_with('Z'));
+
+    // Changes after the snapshot, including a deletion (an overlay whiteout).
+    sh(
+        &client,
+        "src",
+        "echo after > /data.txt; echo more > /more.txt; rm /d/removed",
+    )
+    .await;
+
+    let restored = client
+        .restore_snapshot(
+            "snap1",
+            &RestoreRequest {
+                new_sandbox_name: Some("restored".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (restored.name.as_str(), restored.source_snapshot.as_str()),
+        ("restored", "snap1")
+    );
+    ready(&client, "restored").await;
+    assert_eq!(
+        sh(
+            &client,
+            "restored",
+            "cat /data.txt /d/removed; ls /more.txt 2>&1"
+        )
+        .await,
+        "before\ngone\nls: /more.txt: No such file or directory\n"
+    );
+
+    // Fork: the clone has the source's files of now; neither side sees the other's writes.
+    let forked = client
+        .fork_sandbox(
+            "src",
+            &ForkRequest {
+                new_name: Some("clone".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (forked.name.as_str(), forked.source.as_str()),
+        ("clone", "src")
+    );
+    let clone = client.get_sandbox("clone", "default").await.unwrap();
+    assert_eq!(
+        clone.status,
+        SandboxStatus::Running,
+        "fork returns once the clone runs"
+    );
+    ready(&client, "clone").await;
+    assert_eq!(
+        sh(
+            &client,
+            "clone",
+            "cat /data.txt /more.txt; ls /d/removed 2>&1"
+        )
+        .await,
+        "after\nmore\nls: /d/removed: No such file or directory\n"
+    );
+    sh(&client, "clone", "echo clone > /clone-only").await;
+    sh(&client, "src", "echo src > /src-only").await;
+    assert_eq!(
+        sh(&client, "src", "ls /clone-only 2>&1").await,
+        "ls: /clone-only: No such file or directory\n"
+    );
+    assert_eq!(
+        sh(&client, "clone", "ls /src-only 2>&1").await,
+        "ls: /src-only: No such file or directory\n"
+    );
+    // The fork snapshot was deleted inline; with `snapshot` it is kept as named.
+    assert!(
+        client
+            .list_snapshots(&list_query(Some("fork")))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    client
+        .fork_sandbox(
+            "src",
+            &ForkRequest {
+                new_name: Some("clone2".into()),
+                snapshot: Some("at-fork".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .get_snapshot("at-fork", "default")
+            .await
+            .unwrap()
+            .kind,
+        SnapshotKind::Named
+    );
+
+    // A fork of a fork (layers stacked twice) sees everything.
+    client
+        .fork_sandbox(
+            "clone",
+            &ForkRequest {
+                new_name: Some("grandchild".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        sh(&client, "grandchild", "cat /data.txt /clone-only").await,
+        "after\nclone\n"
+    );
+
+    // Restore works after the source sandbox is gone; keep_snapshot false deletes it when Ready.
+    client.delete_sandbox("src", "default").await.unwrap();
+    client
+        .restore_snapshot(
+            "snap1",
+            &RestoreRequest {
+                new_sandbox_name: Some("again".into()),
+                keep_snapshot: Some(false),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    ready(&client, "again").await;
+    assert_eq!(sh(&client, "again", "cat /data.txt").await, "before\n");
+    let started = Instant::now();
+    while client.get_snapshot("snap1", "default").await.is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "snapshot not deleted after restore"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Everything deleted: no snapshot layer is left behind.
+    assert!(snapshot_layers(&daemon) > 0);
+    client.delete_all_sandboxes("default").await.unwrap();
+    for s in client.list_snapshots(&list_query(None)).await.unwrap() {
+        client.delete_snapshot(&s.name, "default").await.unwrap();
+    }
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
+#[tokio::test]
+async fn pause_snapshots_listing_gc_and_every_error_status() {
+    let net = TestNet::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    sbxd::write_config(&config, &net, "");
+    let args = ["--config", config.to_str().unwrap()];
+    let daemon = Daemon::start_with(&args);
+    let client = daemon.admin();
+    client.create_sandbox(&request("one")).await.unwrap();
+    client.create_sandbox(&request("two")).await.unwrap();
+    ready(&client, "one").await;
+    ready(&client, "two").await;
+
+    client
+        .pause_sandbox(
+            "one",
+            &PauseRequest {
+                namespace: None,
+                snapshot: Some("one-paused".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        client.get_sandbox("one", "default").await.unwrap().status,
+        SandboxStatus::Paused
+    );
+    client
+        .snapshot_sandbox(
+            "two",
+            &CreateSnapshotRequest {
+                snapshot_name: Some("two-named".into()),
+                namespace: None,
+            },
+        )
+        .await
+        .unwrap();
+    let all = client.list_snapshots(&list_query(None)).await.unwrap();
+    assert_eq!(all.len(), 2);
+    let pauses = client
+        .list_snapshots(&list_query(Some("pause")))
+        .await
+        .unwrap();
+    assert_eq!(
+        pauses.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["one-paused"]
+    );
+    let of_two = client
+        .list_snapshots(&SnapshotListQuery {
+            sandbox: Some("two".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(of_two.len(), 1);
+    assert!(
+        client
+            .list_snapshots(&SnapshotListQuery {
+                namespace: Some("other".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Errors.
+    let token = daemon.admin_token();
+    let post = |path: String, body: Value| {
+        let http = daemon.http();
+        let url = format!("{}{path}", daemon.url);
+        let token = token.clone();
+        async move {
+            let r = http
+                .post(url)
+                .header("X-API-Key", token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let code = r.status().as_u16();
+            (code, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for (path, body, want) in [
+        ("/api/v1/sandboxes/two/snapshot", json!({}), 400),
+        (
+            "/api/v1/sandboxes/two/snapshot",
+            json!({"snapshot_name": "Bad Name"}),
+            400,
+        ),
+        (
+            "/api/v1/sandboxes/two/snapshot",
+            json!({"snapshot_name": "two-named"}),
+            409,
+        ),
+        (
+            "/api/v1/sandboxes/ghost/snapshot",
+            json!({"snapshot_name": "x"}),
+            404,
+        ),
+        ("/api/v1/sandboxes/two/fork", json!({}), 400),
+        (
+            "/api/v1/sandboxes/ghost/fork",
+            json!({"new_name": "x"}),
+            404,
+        ),
+        (
+            "/api/v1/sandboxes/two/fork",
+            json!({"new_name": "one"}),
+            409,
+        ),
+        (
+            "/api/v1/sandboxes/two/fork",
+            json!({"new_name": "w", "warm": true}),
+            400,
+        ),
+        (
+            "/api/v1/sandboxes/one/pause",
+            json!({"snapshot": "two-named"}),
+            409,
+        ),
+        ("/api/v1/snapshots/two-named/restore", json!({}), 400),
+        (
+            "/api/v1/snapshots/ghost/restore",
+            json!({"new_sandbox_name": "x"}),
+            404,
+        ),
+        (
+            "/api/v1/snapshots/two-named/restore",
+            json!({"new_sandbox_name": "one"}),
+            409,
+        ),
+        (
+            "/api/v1/snapshots/two-named/restore",
+            json!({"new_sandbox_name": "x", "overrides": {"docker": true}}),
+            400,
+        ),
+        (
+            "/api/v1/snapshots/two-named/restore",
+            json!({"new_sandbox_name": "x", "overrides": {"backend": "kata-qemu-longhorn"}}),
+            400,
+        ),
+        (
+            "/api/v1/snapshots/two-named/restore",
+            json!({"new_sandbox_name": "x", "overrides": {"limits": {"cpu": "many"}}}),
+            400,
+        ),
+        (
+            "/api/v1/snapshots/gc",
+            json!({"keep_fork_for": "soon"}),
+            400,
+        ),
+    ] {
+        let (code, response) = post(path.to_string(), body.clone()).await;
+        assert_eq!(code, want, "{path} {body} -> {response}");
+        assert!(
+            response["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{response}"
+        );
+    }
+    let (code, _) = status(client.get_snapshot("ghost", "default").await);
+    assert_eq!(code, 404);
+    let (code, _) = status(client.delete_snapshot("ghost", "default").await);
+    assert_eq!(code, 404);
+    let (code, _) = status(client.list_snapshots(&list_query(Some("other"))).await);
+    assert_eq!(code, 400);
+
+    // GC: an old fork snapshot (as a crash mid-fork would leave) goes; pause and named stay.
+    let mut daemon = daemon;
+    assert!(daemon.stop());
+    let conn = rusqlite::Connection::open(daemon.data_dir.join("sbx.db")).unwrap();
+    conn.execute(
+        "INSERT INTO snapshots (id, namespace, name, kind, source_sandbox, created, size_bytes, source) \
+         SELECT 'oldfork', namespace, 'two-fork-1', 'fork', source_sandbox, 1000, size_bytes, source \
+         FROM snapshots WHERE name = 'two-named'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let daemon = daemon.restart(&args);
+    let client = daemon.admin();
+    let gc = |dry_run: bool| GcRequest {
+        dry_run,
+        ..Default::default()
+    };
+    let dry = client.gc_snapshots(&gc(true)).await.unwrap();
+    assert_eq!(dry.results.len(), 1);
+    assert_eq!(
+        (dry.results[0].name.as_str(), dry.results[0].deleted),
+        ("two-fork-1", false)
+    );
+    assert_eq!(
+        client
+            .list_snapshots(&list_query(None))
+            .await
+            .unwrap()
+            .len(),
+        3,
+        "dry run deletes nothing"
+    );
+    let done = client.gc_snapshots(&gc(false)).await.unwrap();
+    assert_eq!((done.results.len(), done.results[0].deleted), (1, true));
+    let left: Vec<String> = client
+        .list_snapshots(&list_query(None))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(left, ["one-paused", "two-named"]);
+
+    client.delete_all_sandboxes("default").await.unwrap();
+    for name in left {
+        client.delete_snapshot(&name, "default").await.unwrap();
+    }
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
+#[test]
+fn the_cli_pauses_with_a_snapshot_forks_and_restores() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let config = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        cli(config.path())
+            .args(["--server", &daemon.url, "--api-key", &daemon.admin_token()])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        run(&["sandbox", "create", "demo", "--image", &sbxd::busybox()])
+            .status
+            .success()
+    );
+    assert!(
+        run(&[
+            "sandbox",
+            "exec",
+            "demo",
+            "--",
+            "sh",
+            "-c",
+            "echo kept > /kept"
+        ])
+        .status
+        .success()
+    );
+    let out = run(&["sandbox", "fork", "demo", "demo-2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run(&["sandbox", "exec", "demo-2", "--", "cat", "/kept"]).stdout),
+        "kept\n"
+    );
+    let out = run(&["sandbox", "pause", "demo", "--snapshot"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["snapshot", "list", "--kind", "pause", "-o", "json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let name = list[0]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("demo-paused-"), "{name}");
+    let out = run(&["snapshot", "restore", &name, "demo-3"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = Instant::now();
+    loop {
+        let out = run(&["sandbox", "exec", "demo-3", "--", "cat", "/kept"]);
+        if out.status.success() {
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "kept\n");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = run(&["snapshot", "list"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&name));
+    let out = run(&["snapshot", "gc", "--dry-run", "--keep-fork-for", "0"]);
+    assert!(out.status.success());
+    assert!(run(&["sandbox", "delete-all", "--yes"]).status.success());
+    assert!(run(&["snapshot", "delete", &name]).status.success());
+    assert_eq!(run(&["snapshot", "get", &name]).status.code(), Some(4));
+}
