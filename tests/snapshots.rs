@@ -490,6 +490,87 @@ async fn pause_snapshots_listing_gc_and_every_error_status() {
     assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
 }
 
+#[tokio::test]
+async fn kill_9_in_the_middle_of_a_fork_leaves_no_orphan_after_restart() {
+    let net = TestNet::new();
+    let (_dir, config) = sbxd::config_file(&net);
+    let args = ["--config", config.as_str()];
+    let mut daemon = Daemon::start_with(&args);
+    let client = daemon.admin();
+    client.create_sandbox(&request("src")).await.unwrap();
+    ready(&client, "src").await;
+    // Enough files that the copy takes a while, so the crash lands inside the fork.
+    sh(&client, "src", "for i in $(seq 1 300); do echo $i > /f$i; done; dd if=/dev/zero of=/big bs=1M count=64 2>/dev/null").await;
+    let forking = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .fork_sandbox(
+                    "src",
+                    &ForkRequest {
+                        new_name: Some("clone".into()),
+                        ..Default::default()
+                    },
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    daemon.kill9();
+    let _ = forking.await;
+
+    let daemon = daemon.restart(&args);
+    let client = daemon.admin();
+    for line in daemon
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("interrupted") || l.contains("half-copied"))
+    {
+        eprintln!("restart: {line}");
+    }
+    // The source runs and is not left frozen by the interrupted copy.
+    let src = client.get_sandbox("src", "default").await.unwrap();
+    assert_eq!(
+        (src.status, src.ready.as_str()),
+        (SandboxStatus::Running, "True"),
+        "{src:?}"
+    );
+    assert_eq!(sh(&client, "src", "cat /f300").await, "300\n");
+    // No half-copied layer; the clone, if it got as far as being recorded, runs.
+    let layers_dir = daemon.data_dir.join("snapshot-layers");
+    let partial: Vec<String> = std::fs::read_dir(&layers_dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        partial.iter().all(|n| !n.starts_with(".tmp-")),
+        "{partial:?}"
+    );
+    if client.get_sandbox("clone", "default").await.is_ok() {
+        ready(&client, "clone").await;
+        assert_eq!(sh(&client, "clone", "cat /f300").await, "300\n");
+    }
+    // A leftover fork snapshot is what GC sweeps; afterwards nothing remains.
+    let gc = GcRequest {
+        keep_fork_for: Some(sbx::shared::duration::DurationValue::Seconds(0)),
+        ..Default::default()
+    };
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    client.gc_snapshots(&gc).await.unwrap();
+    assert!(
+        client
+            .list_snapshots(&list_query(None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    client.delete_all_sandboxes("default").await.unwrap();
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
 #[test]
 fn the_cli_pauses_with_a_snapshot_forks_and_restores() {
     let net = TestNet::new();

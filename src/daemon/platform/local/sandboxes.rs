@@ -881,7 +881,13 @@ impl LocalSandboxes {
                             if (s.status == "running" || s.status == "paused")
                                 && process::alive(s.pid) =>
                         {
-                            let paused = s.status == "paused";
+                            let mut paused = s.status == "paused";
+                            // Frozen but recorded Running: a snapshot's freeze that a crash
+                            // interrupted. Thaw it; the user never paused it.
+                            if paused && record.status == SandboxStatus::Running {
+                                tracing::info!(sandbox = %spec.id, "thawing after an interrupted snapshot");
+                                paused = self.sbxd.resume(&spec.id).await.is_err();
+                            }
                             let _ = self
                                 .update(&spec, |r: &mut Record| {
                                     r.pid = Some(s.pid);
@@ -914,6 +920,7 @@ impl LocalSandboxes {
             }
         }
         self.remove_orphans().await;
+        self.remove_orphan_layers().await;
     }
 
     /// Removes runtime containers, sandbox dirs and network pieces that no record owns.

@@ -295,6 +295,27 @@ impl LocalSandboxes {
         Ok(())
     }
 
+    /// Removes snapshot layers nothing references (and half-copied ones) left by a crash.
+    pub(super) async fn remove_orphan_layers(&self) {
+        let Ok(entries) = std::fs::read_dir(self.sbxd.layers_dir()) else {
+            return;
+        };
+        let names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let (partial, complete): (Vec<String>, Vec<String>) =
+            names.into_iter().partition(|n| n.starts_with(".tmp-"));
+        if !partial.is_empty() {
+            tracing::info!(
+                count = partial.len(),
+                "removing half-copied snapshot layers"
+            );
+        }
+        self.sbxd.remove_layers(&partial).await;
+        self.release_layers(&complete).await;
+    }
+
     /// Removes those of `layers` that no snapshot and no sandbox references any more.
     pub(super) async fn release_layers(&self, layers: &[String]) {
         let mut used: HashSet<String> = HashSet::new();
