@@ -593,6 +593,10 @@ async fn every_error_status_of_the_sandbox_routes() {
         (json!({"image": image}), "`name`"),
         (json!({"name": "x"}), "`image`"),
         (
+            json!({"name": "x", "image": "/bad//ref"}),
+            "image reference",
+        ),
+        (
             json!({"name": "Bad_Name", "image": image}),
             "not a valid name",
         ),

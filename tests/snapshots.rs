@@ -491,6 +491,79 @@ async fn pause_snapshots_listing_gc_and_every_error_status() {
 }
 
 #[tokio::test]
+async fn long_layer_stacks_are_flattened_without_changing_the_files() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    client.create_sandbox(&request("g0")).await.unwrap();
+    ready(&client, "g0").await;
+    sh(&client, "g0", "echo 0 > /gen0; echo image-file > /doomed").await;
+    // Ten generations, each a fork of the last that writes a file and deletes one.
+    for g in 1..=10 {
+        let (parent, child) = (format!("g{}", g - 1), format!("g{g}"));
+        client
+            .fork_sandbox(
+                &parent,
+                &ForkRequest {
+                    new_name: Some(child.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        sh(
+            &client,
+            &child,
+            &format!("echo {g} > /gen{g}; rm -f /gen{}", g - 2),
+        )
+        .await;
+        if g == 5 {
+            sh(&client, &child, "rm /doomed").await;
+        }
+    }
+    client
+        .snapshot_sandbox(
+            "g10",
+            &CreateSnapshotRequest {
+                snapshot_name: Some("deep".into()),
+                namespace: None,
+            },
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while !daemon.log_text().contains("snapshot layers flattened") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never flattened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client
+        .restore_snapshot(
+            "deep",
+            &RestoreRequest {
+                new_sandbox_name: Some("flat".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    ready(&client, "flat").await;
+    let want = sh(&client, "g10", "ls / | grep -E '^(gen|doomed)' | sort").await;
+    assert_eq!(want, "gen10\ngen9\n");
+    assert_eq!(
+        sh(&client, "flat", "ls / | grep -E '^(gen|doomed)' | sort").await,
+        want
+    );
+    assert_eq!(sh(&client, "flat", "cat /gen9 /gen10").await, "9\n10\n");
+
+    client.delete_all_sandboxes("default").await.unwrap();
+    client.delete_snapshot("deep", "default").await.unwrap();
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
+#[tokio::test]
 async fn kill_9_in_the_middle_of_a_fork_leaves_no_orphan_after_restart() {
     let net = TestNet::new();
     let (_dir, config) = sbxd::config_file(&net);

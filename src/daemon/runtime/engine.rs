@@ -296,6 +296,35 @@ impl Sbxd {
         Ok((layer, size))
     }
 
+    /// Merges snapshot layers (lowest first) into one new equivalent layer; returns its id
+    /// and size.
+    pub async fn flatten_layers(&self, layers: &[String]) -> Result<(String, u64), RuntimeError> {
+        let dirs: Vec<PathBuf> = layers.iter().map(|l| self.layer_dir(l)).collect();
+        let layer = format!("{:016x}", rand_u64());
+        let tmp = self.layers_dir.join(format!(".tmp-{layer}"));
+        let target = self.layer_dir(&layer);
+        let merged = {
+            let tmp = tmp.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::daemon::runtime::flatten::merge_layers(&dirs, &tmp)?;
+                Ok::<u64, std::io::Error>(overlay::disk_usage(&tmp))
+            })
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+        };
+        let size = match merged {
+            Ok(size) => size,
+            Err(e) => {
+                let _ = tokio::fs::remove_dir_all(&tmp).await;
+                return Err(RuntimeError::io("flatten snapshot layers", e));
+            }
+        };
+        tokio::fs::rename(&tmp, &target)
+            .await
+            .map_err(|e| RuntimeError::io("store the flattened layer", e))?;
+        Ok((layer, size))
+    }
+
     /// Removes snapshot layers that nothing references any more.
     pub async fn remove_layers(&self, layers: &[String]) {
         for layer in layers {

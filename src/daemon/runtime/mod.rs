@@ -4,6 +4,7 @@
 pub mod bundle;
 pub mod cgroup;
 pub mod engine;
+pub mod flatten;
 pub mod images;
 pub mod logs;
 pub mod network;

@@ -10,6 +10,7 @@ use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
 use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
 use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
+use crate::daemon::runtime::images::normalize_reference;
 use crate::daemon::runtime::network::Egress;
 use crate::shared::envelope::DataEnvelope;
 use crate::shared::models::sandbox::{
@@ -149,6 +150,8 @@ impl SandboxService {
         let name = request.require_name().map_err(bad)?.to_string();
         names::validate_dns_label("sandbox name", &name).map_err(bad)?;
         let image = request.require_image().map_err(bad)?.trim().to_string();
+        // A malformed reference is the caller's mistake now, not a Failed sandbox later.
+        normalize_reference(&image).map_err(|e| bad(e.to_string()))?;
         let namespace = request.namespace().to_string();
         names::validate_dns_label("namespace", &namespace).map_err(bad)?;
         let backend = request

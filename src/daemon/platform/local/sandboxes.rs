@@ -75,6 +75,9 @@ pub struct LocalSandboxes {
     retiring: StdMutex<HashSet<u32>>,
     /// Bumped on every change of a record.
     pub(super) version: AtomicU64,
+    /// Held while layers are released, and while a restore reads a snapshot's layers until
+    /// its sandbox record (which references them) exists.
+    pub(super) layers_lock: Mutex<()>,
 }
 
 pub(super) fn status_text(status: SandboxStatus) -> &'static str {
@@ -164,6 +167,7 @@ impl LocalSandboxes {
             cpu_samples: StdMutex::new(HashMap::new()),
             retiring: StdMutex::new(HashSet::new()),
             version: AtomicU64::new(1),
+            layers_lock: Mutex::new(()),
         });
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());

@@ -20,6 +20,10 @@ use crate::shared::models::sandbox::SandboxStatus;
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
 
+/// A snapshot whose stack holds more layers than this is flattened into one, in the
+/// background (repeated forks would otherwise stack layers without bound).
+pub const FLATTEN_ABOVE: usize = 8;
+
 /// The snapshot class reported for sbxd layers.
 pub const SNAPSHOT_CLASS: &str = "sbxd-layer";
 
@@ -150,7 +154,70 @@ impl LocalSandboxes {
         let live = self.live(&record.spec.id, record.status);
         let _guard = live.lock.lock().await;
         let record = self.record(namespace, sandbox).await?;
-        self.snapshot_locked(&record, name, kind).await
+        let snapshot = self.snapshot_locked(&record, name, kind).await?;
+        self.flatten_later(&snapshot);
+        Ok(snapshot)
+    }
+
+    /// Flattens a long layer stack of a snapshot in the background; sandboxes running on the
+    /// old layers keep them until they go.
+    fn flatten_later(self: &Arc<Self>, snapshot: &SnapshotRecord) {
+        if snapshot.source.layers.len() <= FLATTEN_ABOVE {
+            return;
+        }
+        let manager = self.clone();
+        let (namespace, name) = (snapshot.namespace.clone(), snapshot.name.clone());
+        tokio::spawn(async move {
+            if let Err(e) = manager.flatten(&namespace, &name).await {
+                tracing::warn!(snapshot = %name, error = %e, "flattening snapshot layers");
+            }
+        });
+    }
+
+    /// Replaces a snapshot's layer stack by one merged layer.
+    pub async fn flatten(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self.snapshot_record(namespace, name).await?;
+        let old = record.source.layers.clone();
+        let (layer, size_bytes) = self
+            .sbxd
+            .flatten_layers(&old)
+            .await
+            .map_err(runtime_error)?;
+        let mut source = record.source.clone();
+        source.layers = vec![layer.clone()];
+        let json =
+            serde_json::to_string(&source).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let id = record.id.clone();
+        let stored = self
+            .db
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE snapshots SET source = ?2, size_bytes = ?3 WHERE id = ?1",
+                    params![id, json, size_bytes as i64],
+                )
+            })
+            .await?;
+        let mut swapped = false;
+        if stored == 1 {
+            if let Some(current) = self
+                .snapshots
+                .write()
+                .await
+                .get_mut(&(namespace.to_string(), name.to_string()))
+            {
+                current.source = source;
+                current.size_bytes = size_bytes;
+                swapped = true;
+            }
+        }
+        if swapped {
+            tracing::info!(snapshot = %name, namespace, layers = old.len(), "snapshot layers flattened");
+            self.release_layers(&old).await;
+        } else {
+            // Deleted meanwhile: the merged layer is nobody's.
+            self.sbxd.remove_layers(&[layer]).await;
+        }
+        Ok(())
     }
 
     /// [`LocalSandboxes::snapshot`] with the sandbox's lock held by the caller.
@@ -318,6 +385,7 @@ impl LocalSandboxes {
 
     /// Removes those of `layers` that no snapshot and no sandbox references any more.
     pub(super) async fn release_layers(&self, layers: &[String]) {
+        let _guard = self.layers_lock.lock().await;
         let mut used: HashSet<String> = HashSet::new();
         for s in self.snapshots.read().await.values() {
             used.extend(s.source.layers.iter().cloned());
@@ -341,6 +409,7 @@ impl LocalSandboxes {
         snapshot: &str,
         plan: RestorePlan,
     ) -> PlatformResult<SandboxSpec> {
+        let _guard = self.layers_lock.lock().await;
         let record = self.snapshot_record(namespace, snapshot).await?;
         let source = &record.source;
         let new = NewSandbox {
