@@ -422,6 +422,11 @@ async fn pause_snapshots_listing_gc_and_every_error_status() {
             json!({"keep_fork_for": "soon"}),
             400,
         ),
+        (
+            "/api/v1/snapshots/two-named/restore",
+            json!({"new_sandbox_name": "x", "overrides": {"image": "Bad//Ref"}}),
+            400,
+        ),
     ] {
         let (code, response) = post(path.to_string(), body.clone()).await;
         assert_eq!(code, want, "{path} {body} -> {response}");

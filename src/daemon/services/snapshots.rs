@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
+use crate::daemon::runtime::images::normalize_reference;
 use crate::daemon::services::sandboxes::LOCAL_BACKEND;
 use crate::shared::models::DEFAULT_NAMESPACE;
 use crate::shared::models::sandbox::{CreateSnapshotRequest, ForkRequest, SandboxStatus};
@@ -171,6 +172,9 @@ impl SnapshotService {
             {
                 return Err(ServiceError::bad_request("sbxd sandboxes run no sidecar"));
             }
+        }
+        if let Some(image) = overrides.image.as_deref().filter(|i| !i.trim().is_empty()) {
+            normalize_reference(image.trim()).map_err(|e| bad(e.to_string()))?;
         }
         let limits = overrides
             .limits
