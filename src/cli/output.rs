@@ -121,6 +121,22 @@ impl Printer {
         !self.quiet && std::io::stderr().is_terminal()
     }
 
+    /// Awaits `work` behind a spinner (when progress is shown); returns its output and how
+    /// long it took.
+    pub async fn waiting<T>(
+        &self,
+        message: String,
+        work: impl std::future::Future<Output = T>,
+    ) -> (T, std::time::Duration) {
+        let bar = self.spinner(message);
+        let started = std::time::Instant::now();
+        let output = work.await;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        (output, started.elapsed())
+    }
+
     /// A spinner with elapsed time on stderr for a long wait, when progress is shown.
     pub fn spinner(&self, message: String) -> Option<indicatif::ProgressBar> {
         if !self.show_progress() {

@@ -59,6 +59,17 @@ impl From<PathRejection> for ServiceError {
     }
 }
 
+/// Decodes an optional JSON body (pause, resume, GC): an empty body is the default value.
+pub fn optional_json<T: serde::de::DeserializeOwned + Default>(
+    body: &axum::body::Bytes,
+) -> Result<T, ServiceError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
+}
+
 /// `201 Created` with a `Location` header and the payload in the envelope.
 pub struct Created<T> {
     /// Path of the created resource.

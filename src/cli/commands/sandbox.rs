@@ -573,21 +573,16 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
                 snapshot: args.snapshot.clone(),
                 warm: args.warm,
             };
-            let bar = ctx.printer.spinner(format!(
-                "forking sandbox/{} into {}",
-                args.source, args.new_name
-            ));
-            let started = Instant::now();
-            let forked = ctx.client.fork_sandbox(&args.source, &request).await;
-            if let Some(bar) = bar {
-                bar.finish_and_clear();
-            }
+            let (forked, took) = ctx
+                .printer
+                .waiting(
+                    format!("forking sandbox/{} into {}", args.source, args.new_name),
+                    ctx.client.fork_sandbox(&args.source, &request),
+                )
+                .await;
             let forked = forked?;
-            ctx.printer.status(&format!(
-                "{} in {:.1}s",
-                forked.message,
-                started.elapsed().as_secs_f64()
-            ));
+            ctx.printer
+                .status(&format!("{} in {:.1}s", forked.message, took.as_secs_f64()));
             let sandbox = ctx
                 .client
                 .get_sandbox(&forked.name, &forked.namespace)

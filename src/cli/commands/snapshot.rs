@@ -1,6 +1,5 @@
 //! `sbx snapshot …`: list, get, delete, restore and GC snapshots.
 use std::process::ExitCode;
-use std::time::Instant;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -214,20 +213,18 @@ pub async fn run(ctx: &Context, command: &SnapshotCommand) -> Result<ExitCode> {
                 overrides: Some(overrides),
                 keep_snapshot: Some(!args.delete_snapshot),
             };
-            let bar = ctx.printer.spinner(format!(
-                "restoring {} into sandbox/{}",
-                args.snapshot, args.new_name
-            ));
-            let started = Instant::now();
-            let restored = ctx.client.restore_snapshot(&args.snapshot, &request).await;
-            if let Some(bar) = bar {
-                bar.finish_and_clear();
-            }
+            let (restored, took) = ctx
+                .printer
+                .waiting(
+                    format!("restoring {} into sandbox/{}", args.snapshot, args.new_name),
+                    ctx.client.restore_snapshot(&args.snapshot, &request),
+                )
+                .await;
             let restored = restored?;
             ctx.printer.status(&format!(
                 "{} in {:.1}s (it becomes Ready on its own: `sbx sandbox get {}`)",
                 restored.message,
-                started.elapsed().as_secs_f64(),
+                took.as_secs_f64(),
                 restored.name
             ));
             let sandbox = ctx

@@ -6,11 +6,10 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::de::DeserializeOwned;
 
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::extract::{Created, Json, Path, Query};
+use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER;
@@ -45,15 +44,6 @@ pub fn router() -> Router<AppState> {
 
 fn location(name: &str, namespace: &str) -> String {
     format!("/api/v1/sandboxes/{name}?namespace={namespace}")
-}
-
-/// An optional JSON body: empty means the default.
-fn optional_body<T: DeserializeOwned + Default>(body: &Bytes) -> ServiceResult<T> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body)
-        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
 }
 
 /// Create a sandbox.
@@ -228,7 +218,7 @@ pub async fn pause_sandbox(
     body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
     principal.require_write()?;
-    let request: PauseRequest = optional_body(&body)?;
+    let request: PauseRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     state
         .snapshots
@@ -257,7 +247,7 @@ pub async fn resume_sandbox(
     body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
     principal.require_write()?;
-    let request: ResumeRequest = optional_body(&body)?;
+    let request: ResumeRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     state.platform.resume_sandbox(namespace, &name).await?;
     Ok(Json(MessageResponse {

@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::routing::{get, post};
 
 use crate::daemon::auth::Principal;
-use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::extract::{Created, Json, Path, Query};
+use crate::daemon::error::ServiceResult;
+use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::models::snapshot::{
@@ -24,15 +24,6 @@ pub fn router() -> Router<AppState> {
             get(get_snapshot).delete(delete_snapshot),
         )
         .route("/api/v1/snapshots/{name}/restore", post(restore_snapshot))
-}
-
-/// An optional JSON body: empty means the default.
-fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &Bytes) -> ServiceResult<T> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body)
-        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
 }
 
 /// List snapshots, filtered by namespace, sandbox and kind.
@@ -145,6 +136,6 @@ pub async fn gc_snapshots(
     body: Bytes,
 ) -> ServiceResult<Json<GcResponse>> {
     principal.require_write()?;
-    let request: GcRequest = optional_body(&body)?;
+    let request: GcRequest = optional_json(&body)?;
     Ok(Json(state.snapshots.gc(&request).await?))
 }

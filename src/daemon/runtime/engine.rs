@@ -267,22 +267,17 @@ impl Sbxd {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
             .map_err(|e| RuntimeError::io("flush the writable layer", e))?;
         }
-        // cp -a keeps owners, modes, hard links, xattrs (opaque dirs) and whiteouts.
-        let output = tokio::process::Command::new("cp")
-            .arg("-a")
-            .arg("--reflink=auto")
-            .arg(&upper)
-            .arg(&tmp)
-            .stdin(Stdio::null())
-            .output()
+        let copied = {
+            let (upper, tmp) = (upper.clone(), tmp.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::daemon::runtime::flatten::copy_entry(&upper, &tmp)
+            })
             .await
-            .map_err(|e| RuntimeError::io("run cp", e))?;
-        if !output.status.success() {
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+        };
+        if let Err(e) = copied {
             let _ = tokio::fs::remove_dir_all(&tmp).await;
-            return Err(RuntimeError::Command {
-                command: "cp -a".into(),
-                message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
+            return Err(RuntimeError::io("copy the writable layer", e));
         }
         tokio::fs::rename(&tmp, &target)
             .await

@@ -46,10 +46,13 @@ fn remove_any(path: &Path) -> io::Result<()> {
     }
 }
 
-/// `cp -a` of one entry (file, link, device, or a whole tree) to a path that does not exist.
-fn copy_entry(from: &Path, to: &Path) -> io::Result<()> {
+/// `cp -a` of one entry (file, link, device, or a whole tree) to a path that does not exist:
+/// owners, modes, hard links, xattrs (opaque dirs) and whiteouts kept; reflinks where the
+/// filesystem has them.
+pub fn copy_entry(from: &Path, to: &Path) -> io::Result<()> {
     let output = Command::new("cp")
         .arg("-a")
+        .arg("--reflink=auto")
         .arg("--no-target-directory")
         .arg(from)
         .arg(to)
