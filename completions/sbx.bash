@@ -2212,7 +2212,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__shim)
-            opts="-o -q -v -h -V --id --bundle --runtime --root --log --max-log-bytes --exit-file --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --id --bundle --runtime --root --log --max-log-bytes --exit-file --restore-from --stdio-owner --criu --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2243,6 +2243,18 @@ _sbx() {
                     return 0
                     ;;
                 --exit-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --restore-from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stdio-owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --criu)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -192,7 +192,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_sub
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "resume" -d 'Resume a paused sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files (and, with --warm, its processes)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help" -f -a "top" -d 'CPU and memory use of the sandboxes of a namespace'
@@ -360,7 +360,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'"
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l warm -d 'Keep the memory state too (CRIU; not available yet)'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l warm -d 'Keep the running processes too: the clone continues from the source\'s memory (CRIU checkpoint of the source, left running, restored into the clone); without it, the clone starts afresh on a copy of the source\'s files'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -410,7 +410,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "resume" -d 'Resume a paused sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files (and, with --warm, its processes)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -624,6 +624,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -l root -d 'Runtime state 
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l log -d 'Log file' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l max-log-bytes -d 'Log size cap before rotation, bytes' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l exit-file -d 'Where the exit status is recorded' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l restore-from -d 'Restore the container from this CRIU checkpoint (a warm fork) instead of creating it; the restored processes run at once' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l stdio-owner -d 'Host uid/gid of the sandbox\'s root (user namespaces): the stdio pipes are given to it, so that the sandbox\'s root can reopen them (`/proc/1/fd/1`) as host root could' -r
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l criu -d 'CRIU binary for `--restore-from`' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -657,7 +660,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "logs" -d 'Print a snapshot of a sandbox\'s log'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "pause" -d 'Pause (freeze) a sandbox, optionally keeping a snapshot of its files'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "resume" -d 'Resume a paused sandbox'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "fork" -d 'Clone a sandbox into a new one with a copy of its files (and, with --warm, its processes)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "snapshot" -d 'Take a snapshot of a running sandbox without pausing it'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "metrics" -d 'CPU and memory use of the sandboxes of a namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "list" -d 'List snapshots'

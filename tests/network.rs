@@ -819,7 +819,7 @@ async fn attach_to_an_existing_process_namespace() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let a = net
-        .attach_to_pid("a", 2, &Egress::Unrestricted, pid)
+        .attach_to_pid("a", 2, &Egress::Unrestricted, pid, false)
         .await
         .unwrap();
     let process_ns = PathBuf::from(format!("/proc/{pid}/ns/net"));

@@ -382,11 +382,6 @@ async fn pause_snapshots_listing_gc_and_every_error_status() {
             409,
         ),
         (
-            "/api/v1/sandboxes/two/fork",
-            json!({"new_name": "w", "warm": true}),
-            400,
-        ),
-        (
             "/api/v1/sandboxes/one/pause",
             json!({"snapshot": "two-named"}),
             409,
@@ -565,6 +560,166 @@ async fn long_layer_stacks_are_flattened_without_changing_the_files() {
 
     client.delete_all_sandboxes("default").await.unwrap();
     client.delete_snapshot("deep", "default").await.unwrap();
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
+/// The counter line a sandbox's background counter writes: (token, count).
+async fn counter(client: &ApiClient, name: &str) -> (String, u64) {
+    let started = Instant::now();
+    loop {
+        let line = sh(client, name, "cat /tmp/counter 2>/dev/null").await;
+        let mut words = line.split_whitespace();
+        if let (Some(token), Some(Ok(n))) = (words.next(), words.next().map(str::parse)) {
+            return (token.to_string(), n);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{name}: no counter"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn warm_fork_continues_the_running_processes_from_their_memory() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    client.create_sandbox(&request("src")).await.unwrap();
+    ready(&client, "src").await;
+    // A process whose state lives only in its memory: a random token and a count, written
+    // out on every tick.
+    sh(
+        &client,
+        "src",
+        "setsid sh -c 'tok=$RANDOM$RANDOM; i=0; while :; do i=$((i+1)); \
+         echo \"$tok $i\" > /tmp/counter; sleep 0.05; done' </dev/null >/dev/null 2>&1 &",
+    )
+    .await;
+    let (token, _) = counter(&client, "src").await;
+    while counter(&client, "src").await.1 < 5 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, before) = counter(&client, "src").await;
+    let forked = client
+        .fork_sandbox(
+            "src",
+            &ForkRequest {
+                new_name: Some("clone".into()),
+                warm: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("warm fork");
+    assert_eq!(forked.name, "clone");
+    let clone = ready(&client, "clone").await;
+    assert_eq!(clone.restarts, 0);
+    // The file goes; the clone's counter writes it again from memory: same token, a count
+    // that goes on from where the source was, not from 1.
+    sh(&client, "clone", "rm /tmp/counter").await;
+    let (clone_token, first) = counter(&client, "clone").await;
+    assert_eq!(
+        clone_token, token,
+        "the clone's process has the source's memory"
+    );
+    assert!(first > before, "count {first} did not go on from {before}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, later) = counter(&client, "clone").await;
+    assert!(later > first, "the clone's counter stopped at {first}");
+    // Both run on, apart: the source is not frozen, and each has its own files.
+    let (_, source_now) = counter(&client, "src").await;
+    assert!(source_now > before);
+    sh(&client, "clone", "echo mine > /clone-only").await;
+    assert!(
+        !sh(&client, "src", "cat /clone-only 2>&1 || true")
+            .await
+            .contains("mine")
+    );
+    // The clone is a sandbox of its own: its hostname, its address.
+    assert_eq!(sh(&client, "clone", "hostname").await, "clone\n");
+    let address = |name: &'static str| {
+        let client = client.clone();
+        async move {
+            sh(
+                &client,
+                name,
+                "ip -o -4 addr show dev eth0 | awk '{print $4}'",
+            )
+            .await
+        }
+    };
+    let (a, b) = (address("src").await, address("clone").await);
+    assert!(!a.trim().is_empty() && a != b, "{a} vs {b}");
+    // No fork snapshot and no checkpoint images are left.
+    assert!(
+        client
+            .list_snapshots(&list_query(None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let checkpoints = std::fs::read_dir(daemon.data_dir.join("checkpoints"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(checkpoints, 0, "checkpoint images left");
+    client.delete_all_sandboxes("default").await.unwrap();
+    // (Cgroups are checked per id elsewhere; other tests' sandboxes run meanwhile.)
+    let left: Vec<String> = sbxd::leftovers(&daemon, None)
+        .into_iter()
+        .filter(|l| l.starts_with("mount ") || l.starts_with("dir "))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
+}
+
+#[tokio::test]
+async fn warm_fork_without_criu_answers_400_and_cold_fork_still_works() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "[runtime]\ncriu = \"/nonexistent/criu\"\n");
+    let client = daemon.admin();
+    client.create_sandbox(&request("src")).await.unwrap();
+    ready(&client, "src").await;
+    let fork = |warm: bool| {
+        let client = client.clone();
+        async move {
+            client
+                .fork_sandbox(
+                    "src",
+                    &ForkRequest {
+                        new_name: Some("clone".into()),
+                        warm,
+                        ..Default::default()
+                    },
+                )
+                .await
+        }
+    };
+    match fork(true).await {
+        Err(ClientError::Api(e)) => {
+            assert_eq!((e.status, e.code.as_str()), (400, "BadRequest"), "{e:?}");
+            assert!(e.message.contains("CRIU"), "{}", e.message);
+        }
+        other => panic!("expected 400, got {other:?}"),
+    }
+    // Nothing was made, and the source was not left frozen.
+    assert_eq!(status(client.get_sandbox("clone", "default").await).0, 404);
+    assert!(
+        client
+            .list_snapshots(&list_query(None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let src = client.get_sandbox("src", "default").await.unwrap();
+    assert_eq!(
+        (src.status, src.ready.as_str()),
+        (SandboxStatus::Running, "True")
+    );
+    assert_eq!(sh(&client, "src", "echo alive").await, "alive\n");
+    fork(false).await.expect("cold fork");
+    ready(&client, "clone").await;
+    client.delete_all_sandboxes("default").await.unwrap();
     assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
 }
 

@@ -41,6 +41,12 @@ impl Daemon {
     /// Starts a daemon with a fresh data dir and extra `serve` arguments.
     pub fn start_with(args: &[&str]) -> Daemon {
         let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
+        // Sandbox roots (user namespaces) must be reachable through it.
+        std::fs::set_permissions(
+            tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .expect("chmod tempdir");
         let data_dir = tmp.path().join("data");
         Daemon::spawn(tmp, data_dir, args)
     }

@@ -192,7 +192,8 @@ pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
     if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         for line in info.lines() {
             if let Some(mp) = line.split(' ').nth(4) {
-                if mp.starts_with(&data) {
+                // The idmapped view of the image store is the daemon's, not a sandbox's.
+                if mp.starts_with(&data) && !mp.ends_with("/images-idmapped") {
                     found.push(format!("mount {mp}"));
                 }
             }

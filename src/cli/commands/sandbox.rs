@@ -198,11 +198,12 @@ pub struct PauseArgs {
     pub snapshot: Option<String>,
 }
 
-/// Clone a sandbox into a new one with a copy of its files
+/// Clone a sandbox into a new one with a copy of its files (and, with --warm, its processes)
 ///
 /// Examples:
 ///   sbx sandbox fork demo demo-2
 ///   sbx sandbox fork demo demo-3 --snapshot demo-at-fork   # keep the snapshot, as `named`
+///   sbx sandbox fork demo demo-4 --warm                     # processes continue in the clone
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ForkArgs {
@@ -215,7 +216,9 @@ pub struct ForkArgs {
     /// Keep the intermediate snapshot under this name (kind `named`)
     #[arg(long, value_name = "NAME")]
     pub snapshot: Option<String>,
-    /// Keep the memory state too (CRIU; not available yet)
+    /// Keep the running processes too: the clone continues from the source's memory
+    /// (CRIU checkpoint of the source, left running, restored into the clone); without it,
+    /// the clone starts afresh on a copy of the source's files
     #[arg(long)]
     pub warm: bool,
 }

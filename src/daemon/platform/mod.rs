@@ -184,13 +184,15 @@ pub trait Platform: Send + Sync + 'static {
         sandbox: &str,
         snapshot: &str,
     ) -> PlatformResult<()>;
-    /// Clones a sandbox into `new_name` (cold: its files); returns when the clone runs.
+    /// Clones a sandbox into `new_name` (cold: its files; `warm`: its running processes
+    /// too); returns when the clone runs.
     async fn fork_sandbox(
         &self,
         namespace: &str,
         source: &str,
         new_name: &str,
         snapshot: Option<&str>,
+        warm: bool,
     ) -> PlatformResult<()>;
     /// Snapshots, filtered by namespace (all when `None`), source sandbox and kind.
     async fn list_snapshots(

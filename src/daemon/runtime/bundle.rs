@@ -7,13 +7,14 @@ use std::str::FromStr;
 
 use oci_spec::runtime::{
     Arch, Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
-    LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType,
-    LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompBuilder,
-    LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, Process,
-    ProcessBuilder, RootBuilder, Spec, UserBuilder,
+    LinuxIdMappingBuilder, LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder,
+    LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
+    LinuxSeccompBuilder, LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder,
+    PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec, UserBuilder,
 };
 
 use crate::daemon::runtime::RuntimeError;
+use crate::daemon::runtime::idmap::IdMap;
 
 /// UID/GID of non-root sandboxes (the contract's 65532).
 pub const NON_ROOT_ID: u32 = 65532;
@@ -110,8 +111,11 @@ pub struct BundleConfig {
     pub cpu_millis: Option<u64>,
     /// Memory limit in bytes.
     pub memory_bytes: Option<u64>,
-    /// Path of the network namespace to join.
-    pub netns: PathBuf,
+    /// Path of a network namespace to join; `None`: the runtime makes a new one (inside the
+    /// user namespace, so that the sandbox owns it; the network is plugged in after create).
+    pub netns: Option<PathBuf>,
+    /// The user namespace's id mapping; `None`: no user namespace.
+    pub id_map: Option<IdMap>,
     /// cgroups path.
     pub cgroups_path: String,
     /// Files bind-mounted read-only into `/etc` (resolv.conf, hosts, hostname).
@@ -339,25 +343,48 @@ pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
                 .map_err(RuntimeError::spec)?,
         );
     }
-    let namespaces: Vec<LinuxNamespace> = [
+    let mut types = vec![
         LinuxNamespaceType::Pid,
         LinuxNamespaceType::Ipc,
         LinuxNamespaceType::Uts,
         LinuxNamespaceType::Mount,
         LinuxNamespaceType::Cgroup,
-    ]
-    .into_iter()
-    .map(|typ| LinuxNamespaceBuilder::default().typ(typ).build())
-    .chain([LinuxNamespaceBuilder::default()
-        .typ(LinuxNamespaceType::Network)
-        .path(config.netns.clone())
-        .build()])
-    .collect::<Result<_, _>>()
-    .map_err(RuntimeError::spec)?;
+    ];
+    if config.id_map.is_some() {
+        types.push(LinuxNamespaceType::User);
+    }
+    let network = match &config.netns {
+        Some(path) => LinuxNamespaceBuilder::default()
+            .typ(LinuxNamespaceType::Network)
+            .path(path.clone())
+            .build(),
+        None => LinuxNamespaceBuilder::default()
+            .typ(LinuxNamespaceType::Network)
+            .build(),
+    };
+    let namespaces: Vec<LinuxNamespace> = types
+        .into_iter()
+        .map(|typ| LinuxNamespaceBuilder::default().typ(typ).build())
+        .chain([network])
+        .collect::<Result<_, _>>()
+        .map_err(RuntimeError::spec)?;
+    let mappings = match config.id_map {
+        Some(map) => vec![
+            LinuxIdMappingBuilder::default()
+                .container_id(0u32)
+                .host_id(map.host_base)
+                .size(map.size)
+                .build()
+                .map_err(RuntimeError::spec)?,
+        ],
+        None => Vec::new(),
+    };
     let defaults = oci_spec::runtime::Linux::default();
     let linux = LinuxBuilder::default()
         .resources(resources.build().map_err(RuntimeError::spec)?)
         .namespaces(namespaces)
+        .uid_mappings(mappings.clone())
+        .gid_mappings(mappings)
         .cgroups_path(PathBuf::from(&config.cgroups_path))
         .masked_paths(defaults.masked_paths().clone().unwrap_or_default())
         .readonly_paths(defaults.readonly_paths().clone().unwrap_or_default())
@@ -425,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn spec_carries_limits_user_caps_and_netns() {
+    fn spec_carries_limits_user_caps_and_namespaces() {
         let config = BundleConfig {
             hostname: "demo".into(),
             rootfs: "/r".into(),
@@ -438,7 +465,8 @@ mod tests {
             capabilities: capability_set(None, Some(&["NET_BIND_SERVICE".to_string()])).unwrap(),
             cpu_millis: Some(500),
             memory_bytes: Some(64 << 20),
-            netns: "/run/netns/sbx-x".into(),
+            netns: None,
+            id_map: Some(IdMap::new(100_000)),
             cgroups_path: "/sbx/x".into(),
             etc_files: vec![("resolv.conf".into(), "/d/resolv.conf".into())],
         };
@@ -454,8 +482,15 @@ mod tests {
         let ns = json["linux"]["namespaces"].as_array().unwrap();
         assert!(
             ns.iter()
-                .any(|n| n["type"] == "network" && n["path"] == "/run/netns/sbx-x")
+                .any(|n| n["type"] == "network" && n.get("path").is_none())
         );
+        assert!(ns.iter().any(|n| n["type"] == "user"));
+        let map = &json["linux"]["uidMappings"][0];
+        assert_eq!(
+            (&map["containerID"], &map["hostID"], &map["size"]),
+            (&0.into(), &100_000.into(), &65536.into())
+        );
+        assert_eq!(json["linux"]["gidMappings"][0]["hostID"], 100_000);
         assert!(
             json["linux"]["seccomp"]["syscalls"][0]["names"]
                 .as_array()

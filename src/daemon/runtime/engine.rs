@@ -1,5 +1,6 @@
 //! The sbxd engine: provisions, execs in, pauses and tears down sandboxes from a
 //! [`SandboxSpec`], over the runtime CLI, the image store and the network manager.
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 use crate::daemon::runtime::bundle::{self, BundleConfig};
-use crate::daemon::runtime::images::ImageStore;
-use crate::daemon::runtime::network::{Egress, NetworkConfig, NetworkManager};
+use crate::daemon::runtime::idmap::{self, IdMap};
+use crate::daemon::runtime::images::{Image, ImageStore};
+use crate::daemon::runtime::network::{self, Egress, NetworkConfig, NetworkManager};
 use crate::daemon::runtime::overlay::{self, RootFs};
 use crate::daemon::runtime::runc::{Runc, RuntimeKind};
 use crate::daemon::runtime::shim::{ExitRecord, ShimReport};
@@ -37,6 +39,27 @@ pub struct RuntimeConfig {
     /// How often writable layers are measured against `ephemeral-storage`, seconds.
     #[serde(default = "default_eviction_check_seconds")]
     pub eviction_check_seconds: u64,
+    /// Run every sandbox in a user namespace (its root is an unprivileged host id). Needed
+    /// for warm fork; `false` runs sandboxes with host ids, as plain runc does.
+    #[serde(default = "default_true")]
+    pub user_namespace: bool,
+    /// Host id of a sandbox's root in its user namespace; ids `0..65535` inside map to
+    /// `idMapBase..idMapBase+65535` on the host.
+    #[serde(default = "default_id_map_base")]
+    pub id_map_base: u32,
+    /// The CRIU binary used for warm fork (a name looked up in `PATH`, or a path).
+    #[serde(default = "default_criu")]
+    pub criu: PathBuf,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_id_map_base() -> u32 {
+    100_000
+}
+fn default_criu() -> PathBuf {
+    PathBuf::from("criu")
 }
 
 fn default_max_log_bytes() -> u64 {
@@ -60,6 +83,9 @@ impl Default for RuntimeConfig {
             max_exec_seconds: default_max_exec_seconds(),
             exec_output_cap: default_exec_output_cap(),
             eviction_check_seconds: default_eviction_check_seconds(),
+            user_namespace: true,
+            id_map_base: default_id_map_base(),
+            criu: default_criu(),
         }
     }
 }
@@ -132,6 +158,15 @@ pub struct Sbxd {
     layers_dir: PathBuf,
     config: RuntimeConfig,
     shim_exe: PathBuf,
+    /// The user namespace mapping of sandboxes (None: `userNamespace = false`).
+    id_map: Option<IdMap>,
+    /// Where the idmapped view of the image layer store is mounted (on the first create).
+    layers_view: PathBuf,
+    layers_view_ready: tokio::sync::OnceCell<()>,
+    /// CRIU images of warm forks in progress (emptied at start-up).
+    checkpoints_dir: PathBuf,
+    /// Whether CRIU can serve warm forks here, or why not (found out on first use).
+    criu_check: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 /// Result of a started sandbox.
@@ -139,6 +174,92 @@ pub struct Sbxd {
 pub struct Started {
     /// Host pid of the sandbox's init.
     pub pid: i32,
+}
+
+/// Checks that `criu` runs and is version 4 or later (3.x fails on current kernels).
+async fn check_criu(criu: &Path) -> Result<(), String> {
+    let output = tokio::process::Command::new(criu)
+        .arg("--version")
+        .output()
+        .await
+        .map_err(|e| {
+            format!(
+                "warm fork needs CRIU 4 and `{}` cannot run ({e}); install it with \
+                 scripts/install-criu or set [runtime] criu",
+                criu.display()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Version:"))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < 4 {
+        return Err(format!(
+            "warm fork needs CRIU 4 or later; `{}` is version {:?}",
+            criu.display(),
+            version
+        ));
+    }
+    Ok(())
+}
+
+/// Sets the hostname in the UTS namespace of `pid` (a restored sandbox comes back with its
+/// source's).
+async fn set_hostname(pid: i32, name: &str) -> Result<(), RuntimeError> {
+    let name = name.to_string();
+    let set = std::thread::spawn(move || -> std::io::Result<()> {
+        let uts = std::fs::File::open(format!("/proc/{pid}/ns/uts"))?;
+        // The namespace switch is this thread's alone, and the thread ends right after.
+        nix::sched::setns(&uts, nix::sched::CloneFlags::CLONE_NEWUTS)?;
+        nix::unistd::sethostname(&name)?;
+        Ok(())
+    });
+    tokio::task::spawn_blocking(move || set.join())
+        .await
+        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+        .map_err(|_| RuntimeError::Unavailable("setting the hostname panicked".into()))?
+        .map_err(|e| RuntimeError::io("set the restored sandbox's hostname", e))
+}
+
+/// With user namespaces the runtime mounts a sandbox's root as the sandbox's own root, an
+/// unprivileged host id, which must be able to reach it: the data dir and the sandboxes dir
+/// get search (not read) permission for others, and every dir above must have it already.
+fn open_path_for_sandbox_roots(data_dir: &Path, sandboxes_dir: &Path) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [data_dir, sandboxes_dir] {
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| RuntimeError::io(&format!("stat {}", dir.display()), e))?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011))
+                .map_err(|e| RuntimeError::io(&format!("chmod {}", dir.display()), e))?;
+        }
+    }
+    let absolute = std::path::absolute(data_dir)
+        .map_err(|e| RuntimeError::io(&format!("resolve {}", data_dir.display()), e))?;
+    for dir in absolute.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o001 == 0 {
+            return Err(RuntimeError::Invalid(format!(
+                "sandboxes run in user namespaces and their root ids must reach the data dir, \
+                 but {} is mode {mode:o}: give it search permission (chmod o+x) or set \
+                 [runtime] userNamespace = false",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn mkdir_private(dir: &Path) -> Result<(), RuntimeError> {
@@ -187,7 +308,38 @@ impl Sbxd {
         mkdir_private(&layers_dir)?;
         let shim_exe = std::env::current_exe()
             .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
+        let id_map = if config.user_namespace {
+            if config.id_map_base == 0
+                || config.id_map_base.checked_add(idmap::ID_MAP_SIZE).is_none()
+            {
+                return Err(RuntimeError::Invalid(format!(
+                    "[runtime] idMapBase {} must be between 1 and {}",
+                    config.id_map_base,
+                    u32::MAX - idmap::ID_MAP_SIZE
+                )));
+            }
+            open_path_for_sandbox_roots(data_dir, &sandboxes_dir)?;
+            Some(IdMap::new(config.id_map_base))
+        } else {
+            None
+        };
+        let checkpoints_dir = data_dir.join("checkpoints");
+        // Images of forks a crash interrupted are of no use any more.
+        let _ = std::fs::remove_dir_all(&checkpoints_dir);
+        mkdir_private(&checkpoints_dir)?;
+        if config.user_namespace {
+            std::fs::set_permissions(
+                &checkpoints_dir,
+                std::os::unix::fs::PermissionsExt::from_mode(0o711),
+            )
+            .map_err(|e| RuntimeError::io("chmod the checkpoints dir", e))?;
+        }
         Ok(Sbxd {
+            checkpoints_dir,
+            criu_check: tokio::sync::OnceCell::new(),
+            id_map,
+            layers_view: data_dir.join("images-idmapped"),
+            layers_view_ready: tokio::sync::OnceCell::new(),
             runc,
             images,
             network_config: network,
@@ -357,7 +509,17 @@ impl Sbxd {
     /// Creates and starts a sandbox: image, network, root filesystem, bundle, shim, start.
     /// On failure, everything made so far is removed again.
     pub async fn provision(&self, spec: &SandboxSpec) -> Result<Started, RuntimeError> {
-        match self.provision_inner(spec).await {
+        self.provision_from(spec, None).await
+    }
+
+    /// Like [`Sbxd::provision`]; with `checkpoint`, the sandbox's processes are restored from
+    /// those CRIU images (a warm fork) instead of started afresh.
+    pub async fn provision_from(
+        &self,
+        spec: &SandboxSpec,
+        checkpoint: Option<&Path>,
+    ) -> Result<Started, RuntimeError> {
+        match self.provision_inner(spec, checkpoint).await {
             Ok(started) => Ok(started),
             Err(e) => {
                 if let Err(cleanup) = self.teardown(spec, false).await {
@@ -368,7 +530,11 @@ impl Sbxd {
         }
     }
 
-    async fn provision_inner(&self, spec: &SandboxSpec) -> Result<Started, RuntimeError> {
+    async fn provision_inner(
+        &self,
+        spec: &SandboxSpec,
+        checkpoint: Option<&Path>,
+    ) -> Result<Started, RuntimeError> {
         let image = self.images.ensure(&spec.image).await?;
         let entrypoint = spec.entrypoint.as_ref().unwrap_or(&image.config.entrypoint);
         // As in Kubernetes: a new entrypoint drops the image's cmd unless cmd is given too.
@@ -390,7 +556,7 @@ impl Sbxd {
         let egress =
             Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
         let network = self.network().await?;
-        let attachment = network.attach(&spec.id, spec.slot, &egress).await?;
+        let attachment = network.attachment(&spec.id, spec.slot)?;
 
         let etc = dir.join("etc");
         mkdir_private(&etc)?;
@@ -411,10 +577,23 @@ impl Sbxd {
             std::fs::write(&path, content).map_err(|e| RuntimeError::io("write /etc files", e))?;
             etc_files.push((name.to_string(), path));
         }
+        if let Some(map) = self.id_map {
+            // The runtime sets up mounts as the sandbox's root, an unprivileged host id: it
+            // needs its way into the sandbox dir (nobody else gets one).
+            let root = Some(nix::unistd::Uid::from_raw(map.host_id(0)));
+            let group = Some(nix::unistd::Gid::from_raw(map.host_id(0)));
+            for path in [&dir, &etc] {
+                nix::unistd::chown(path, root, group)
+                    .map_err(|e| RuntimeError::io("chown the sandbox dir", e.into()))?;
+            }
+        }
 
         let rootfs = RootFs::under(&dir);
-        let owner = (spec.uid != 0).then_some((spec.uid, spec.gid));
-        let mut lowers = self.images.layer_dirs(&image);
+        let owner = match self.id_map {
+            Some(map) => Some((map.host_id(spec.uid), map.host_id(spec.gid))),
+            None => (spec.uid != 0).then_some((spec.uid, spec.gid)),
+        };
+        let mut lowers = self.image_lowers(&image).await?;
         for layer in &spec.layers {
             let dir = self.layer_dir(layer);
             if !dir.is_dir() {
@@ -454,7 +633,8 @@ impl Sbxd {
             capabilities,
             cpu_millis: spec.cpu_millis,
             memory_bytes: spec.memory_bytes,
-            netns: attachment.netns_path.clone(),
+            netns: None,
+            id_map: self.id_map,
             cgroups_path: cgroup::cgroups_path(&spec.id),
             etc_files,
         };
@@ -463,12 +643,156 @@ impl Sbxd {
         let json = serde_json::to_vec(&oci).map_err(|e| RuntimeError::Spec(e.to_string()))?;
         write_private(&bundle_dir.join("config.json"), &json)?;
 
-        let pid = self.spawn_shim(spec).await?;
-        self.runc.start(&spec.id).await?;
+        let pid = self.spawn_shim(spec, checkpoint).await?;
+        // A restored sandbox comes back with the source's eth0 (and address): replace it.
+        network
+            .attach_to_pid(
+                &spec.id,
+                spec.slot,
+                &egress,
+                pid as u32,
+                checkpoint.is_some(),
+            )
+            .await?;
+        if checkpoint.is_some() {
+            set_hostname(pid, &spec.name).await?;
+        } else {
+            self.runc.start(&spec.id).await?;
+        }
         Ok(Started { pid })
     }
 
-    async fn spawn_shim(&self, spec: &SandboxSpec) -> Result<i32, RuntimeError> {
+    /// Why a warm fork of the sandbox `spec` cannot be done here, if it cannot: CRIU 4 must
+    /// run, the runtime must be runc, and the sandbox must have its own user namespace.
+    pub async fn warm_fork_unsupported(&self, spec: &SandboxSpec) -> Option<String> {
+        if self.runc.kind() != RuntimeKind::Runc {
+            return Some(format!(
+                "warm fork needs runc with CRIU; this daemon runs sandboxes with {}",
+                self.runc.kind().binary()
+            ));
+        }
+        let config = tokio::fs::read(self.dir(&spec.id).join("bundle").join("config.json"))
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).ok());
+        let has_userns = config
+            .as_ref()
+            .and_then(|c| c.linux().as_ref())
+            .and_then(|l| l.namespaces().clone())
+            .is_some_and(|ns| {
+                ns.iter().any(|n| {
+                    n.typ() == oci_spec::runtime::LinuxNamespaceType::User && n.path().is_none()
+                })
+            });
+        if !has_userns {
+            return Some(
+                "warm fork needs the sandbox to run in its own user namespace \
+                 ([runtime] userNamespace = true when it was created)"
+                    .to_string(),
+            );
+        }
+        let criu = self.config.criu.clone();
+        self.criu_check
+            .get_or_init(|| async move { check_criu(&criu).await })
+            .await
+            .clone()
+            .err()
+    }
+
+    /// Warm-fork capture: with the sandbox frozen, dumps its processes with CRIU into a new
+    /// checkpoint dir (leaving them running) and copies its writable layer, so memory and
+    /// files are of the same instant; thaws it. Returns the checkpoint dir, layer id and size.
+    pub async fn capture_warm(
+        &self,
+        spec: &SandboxSpec,
+    ) -> Result<(PathBuf, String, u64), RuntimeError> {
+        let id = spec.id.as_str();
+        let images = self.checkpoints_dir.join(format!("{:016x}", rand_u64()));
+        mkdir_private(&images)?;
+        if let Some(map) = self.id_map {
+            // CRIU reads some images back from inside the restored sandbox's user namespace;
+            // the images hold its memory, so nobody else gets in.
+            let root = map.host_id(0);
+            nix::unistd::chown(
+                &images,
+                Some(nix::unistd::Uid::from_raw(root)),
+                Some(nix::unistd::Gid::from_raw(root)),
+            )
+            .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
+        }
+        let cgroup_path = cgroup::cgroups_path(id);
+        let freeze = !cgroup::is_frozen(&cgroup_path);
+        if freeze {
+            self.runc.pause(id).await?;
+        }
+        let captured = async {
+            self.runc.checkpoint(id, &self.config.criu, &images).await?;
+            self.copy_upper(spec).await
+        }
+        .await;
+        if freeze {
+            if let Err(e) = self.runc.resume(id).await {
+                tracing::error!(sandbox = %id, error = %e, "thawing after a warm-fork checkpoint");
+            }
+        }
+        match captured {
+            Ok((layer, size)) => Ok((images, layer, size)),
+            Err(e) => {
+                self.remove_checkpoint(&images).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a checkpoint dir made by [`Sbxd::capture_warm`].
+    pub async fn remove_checkpoint(&self, images: &Path) {
+        if images.starts_with(&self.checkpoints_dir) {
+            let _ = tokio::fs::remove_dir_all(images).await;
+        }
+    }
+
+    /// The image's layer dirs as the sandbox's lower dirs: through the idmapped view of the
+    /// store when sandboxes have a user namespace.
+    async fn image_lowers(&self, image: &Image) -> Result<Vec<PathBuf>, RuntimeError> {
+        let dirs = self.images.layer_dirs(image);
+        let Some(map) = self.id_map else {
+            return Ok(dirs);
+        };
+        let store = self.images.layers_root();
+        self.layers_view_ready
+            .get_or_try_init(|| {
+                let (store, view) = (store.clone(), self.layers_view.clone());
+                async move {
+                    tokio::task::spawn_blocking(move || idmap::mount_view(&store, &view, map))
+                        .await
+                        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+                }
+            })
+            .await?;
+        Ok(dirs
+            .into_iter()
+            .map(|dir| match dir.strip_prefix(&store) {
+                Ok(rel) => self.layers_view.join(rel),
+                Err(_) => dir,
+            })
+            .collect())
+    }
+
+    /// Unmounts what the engine mounted for all sandboxes (at daemon shutdown; running
+    /// sandboxes keep their own mounts).
+    pub fn shutdown(&self) {
+        if self.layers_view_ready.initialized() {
+            idmap::unmount_view(&self.layers_view);
+        }
+    }
+
+    /// Starts the sandbox's shim, which creates the container (or, with `restore_from`,
+    /// restores it from a CRIU checkpoint); returns the container init's pid.
+    async fn spawn_shim(
+        &self,
+        spec: &SandboxSpec,
+        restore_from: Option<&Path>,
+    ) -> Result<i32, RuntimeError> {
         let dir = self.dir(&spec.id);
         let shim_log = std::fs::File::create(dir.join("shim.log"))
             .map_err(|e| RuntimeError::io("create shim log", e))?;
@@ -488,15 +812,39 @@ impl Sbxd {
             .arg(self.config.max_log_bytes.to_string())
             .arg("--exit-file")
             .arg(self.exit_path(&spec.id))
+            .arg("--criu")
+            .arg(&self.config.criu)
             .env_remove("SBX_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(shim_log))
             .kill_on_drop(false);
-        // SAFETY: setsid is async-signal-safe; the shim must leave the daemon's session so
-        // that it survives the daemon.
+        if let Some(images) = restore_from {
+            cmd.arg("--restore-from").arg(images);
+        }
+        if let Some(map) = self.id_map {
+            cmd.arg("--stdio-owner").arg(map.host_id(0).to_string());
+        }
+        // CRIU brings the sandbox's veth back with its other end in CRIU's own network
+        // namespace: run a restore on the host side of the sandbox network, where that end is
+        // replaced at once.
+        let host_netns = match (restore_from, self.network_config.host_netns.as_deref()) {
+            (Some(_), Some(name)) => Some(
+                std::fs::File::open(Path::new(network::NETNS_DIR).join(name))
+                    .map_err(|e| RuntimeError::io("open the host-side netns", e))?,
+            ),
+            _ => None,
+        };
+        let host_netns_fd = host_netns.as_ref().map(|f| f.as_raw_fd());
+        // SAFETY: setsid and setns are async-signal-safe; the shim must leave the daemon's
+        // session so that it survives the daemon. The netns file stays open until `spawn`.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                if let Some(fd) = host_netns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 nix::unistd::setsid()
                     .map(drop)
                     .map_err(std::io::Error::from)

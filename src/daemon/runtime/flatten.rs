@@ -6,6 +6,7 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -50,14 +51,26 @@ fn remove_any(path: &Path) -> io::Result<()> {
 /// owners, modes, hard links, xattrs (opaque dirs) and whiteouts kept; reflinks where the
 /// filesystem has them.
 pub fn copy_entry(from: &Path, to: &Path) -> io::Result<()> {
-    let output = Command::new("cp")
-        .arg("-a")
+    let mut cp = Command::new("cp");
+    cp.arg("-a")
         .arg("--reflink=auto")
         .arg("--no-target-directory")
         .arg(from)
         .arg(to)
-        .stdin(Stdio::null())
-        .output()?;
+        .stdin(Stdio::null());
+    // A copy must not outlive a daemon that dies: the next start removes half-made copies,
+    // and a `cp` still writing would make them again.
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cp.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+    }
+    let output = cp.output()?;
     if output.status.success() {
         Ok(())
     } else {

@@ -441,6 +441,11 @@ impl ImageStore {
         self.lock_index().images.get(&normalized).cloned()
     }
 
+    /// The directory holding every layer (`layer_dirs` are under it).
+    pub fn layers_root(&self) -> PathBuf {
+        self.root.join(LAYERS_DIR)
+    }
+
     /// The unpacked layer directories of an image, lowest first, as overlayfs lower dirs
     /// (overlayfs's `lowerdir=` wants them highest first). A layer that occurs twice is listed
     /// once, at its highest position, which gives the same merged tree.

@@ -5,6 +5,7 @@ pub mod bundle;
 pub mod cgroup;
 pub mod engine;
 pub mod flatten;
+pub mod idmap;
 pub mod images;
 pub mod logs;
 pub mod network;

@@ -570,15 +570,28 @@ impl NetworkManager {
     }
 
     /// Like [`attach`](Self::attach), but plugs the sandbox into the network namespace that the
-    /// process `pid` already has (a runtime that creates the namespace itself, such as a CRIU
-    /// restore); that namespace is bind-mounted as `<netns_prefix><key>`.
+    /// process `pid` already has (the runtime creates it inside the sandbox's user namespace);
+    /// that namespace is bind-mounted as `<netns_prefix><key>`. With `replace`, an `eth0` the
+    /// namespace already has (a CRIU restore brings back the source's) is removed first.
     pub async fn attach_to_pid(
         &self,
         key: &str,
         slot: u32,
         egress: &Egress,
         pid: u32,
+        replace: bool,
     ) -> Result<Attachment, NetworkError> {
+        if replace {
+            let netns = PathBuf::from(format!("/proc/{pid}/ns/net"));
+            let batch = format!("link del {SANDBOX_IFNAME}\n");
+            match run(IP, &["-batch", "-"], Some(&netns), &batch).await {
+                Err(NetworkError::Command { stderr, .. })
+                    if stderr.contains("Cannot find device") => {}
+                other => {
+                    other?;
+                }
+            }
+        }
         self.attach_inner(key, slot, egress, Some(pid)).await
     }
 

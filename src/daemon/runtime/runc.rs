@@ -145,6 +145,46 @@ impl Runc {
         self.run(&["pause", id]).await.map(drop)
     }
 
+    /// Dumps the container's processes with CRIU into `images` and leaves them running.
+    /// On failure the message ends with the errors of CRIU's own log.
+    pub async fn checkpoint(
+        &self,
+        id: &str,
+        criu: &Path,
+        images: &Path,
+    ) -> Result<(), RuntimeError> {
+        let (criu, images) = (criu.display().to_string(), images.display().to_string());
+        let args = [
+            "--criu",
+            &criu,
+            "checkpoint",
+            "--leave-running",
+            "--image-path",
+            &images,
+            "--work-path",
+            &images,
+            id,
+        ];
+        self.run(&args).await.map(drop).map_err(|e| match e {
+            RuntimeError::Command { command, message } => {
+                let log = std::fs::read_to_string(Path::new(&images).join("dump.log"))
+                    .unwrap_or_default();
+                let errors: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE"))
+                    .take(3)
+                    .collect();
+                RuntimeError::Command {
+                    command,
+                    message: format!("{message} {}", errors.join("; "))
+                        .trim()
+                        .to_string(),
+                }
+            }
+            other => other,
+        })
+    }
+
     /// Thaws a paused container.
     pub async fn resume(&self, id: &str) -> Result<(), RuntimeError> {
         self.run(&["resume", id]).await.map(drop)

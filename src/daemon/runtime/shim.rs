@@ -6,7 +6,7 @@
 //! Protocol with the daemon: one JSON line on the shim's stdout — `{"pid": N}` once the
 //! container is created, or `{"error": "..."}` — then stdout is closed.
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -40,6 +40,17 @@ pub struct ShimArgs {
     /// Where the exit status is recorded.
     #[arg(long)]
     pub exit_file: PathBuf,
+    /// Restore the container from this CRIU checkpoint (a warm fork) instead of creating it;
+    /// the restored processes run at once.
+    #[arg(long)]
+    pub restore_from: Option<PathBuf>,
+    /// Host uid/gid of the sandbox's root (user namespaces): the stdio pipes are given to it,
+    /// so that the sandbox's root can reopen them (`/proc/1/fd/1`) as host root could.
+    #[arg(long)]
+    pub stdio_owner: Option<u32>,
+    /// CRIU binary for `--restore-from`.
+    #[arg(long, default_value = "criu")]
+    pub criu: PathBuf,
 }
 
 /// The shim's one-line report to the daemon.
@@ -83,7 +94,7 @@ fn report(line: &ShimReport) {
     let _ = out.flush();
     // Close stdout so the daemon's read ends; keep fd 1 valid.
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        let _ = nix::unistd::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1);
+        let _ = nix::unistd::dup2(null.as_raw_fd(), 1);
     }
 }
 
@@ -143,19 +154,54 @@ pub fn run(args: &ShimArgs) -> i32 {
     let pid_file = args.bundle.join("init.pid");
     let _ = std::fs::remove_file(&pid_file);
     let tail = Arc::new(Mutex::new(Vec::new()));
-    let status = Command::new(&args.runtime)
-        .arg("--root")
-        .arg(&args.root)
-        .arg("create")
+    // stdin is a pipe with no writer (reads see end of file, as from /dev/null): a sandbox
+    // whose stdio are pipes can be checkpointed, one holding a host file cannot.
+    let (in_r, in_w) = match pipe() {
+        Ok(p) => p,
+        Err(_) => return fail("cannot create stdio pipes".into()),
+    };
+    drop(in_w);
+    if let Some(owner) = args.stdio_owner {
+        let id = (
+            Some(nix::unistd::Uid::from_raw(owner)),
+            Some(nix::unistd::Gid::from_raw(owner)),
+        );
+        for fd in [out_r.as_fd(), err_r.as_fd(), in_r.as_fd()] {
+            if let Err(e) = nix::unistd::fchown(fd.as_raw_fd(), id.0, id.1) {
+                return fail(format!("cannot give the stdio pipes to the sandbox: {e}"));
+            }
+        }
+    }
+    let mut runtime = Command::new(&args.runtime);
+    runtime.arg("--root").arg(&args.root);
+    match &args.restore_from {
+        None => {
+            runtime.arg("create");
+        }
+        Some(images) => {
+            runtime
+                .arg("--criu")
+                .arg(&args.criu)
+                .arg("restore")
+                .arg("--detach")
+                .arg("--image-path")
+                .arg(images)
+                .arg("--work-path")
+                .arg(images);
+        }
+    }
+    let status = runtime
         .arg("--bundle")
         .arg(&args.bundle)
         .arg("--pid-file")
         .arg(&pid_file)
         .arg(&args.id)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(in_r))
         .stdout(Stdio::from(out_w))
         .stderr(Stdio::from(err_w))
         .status();
+    // The command holds our copies of the pipes' write ends: close them.
+    drop(runtime);
     // The write ends now live only in the container's init (and died with a failed create).
     let readers = [
         pump(out_r, Stream::Stdout, writer.clone(), tail.clone()),
@@ -166,12 +212,39 @@ pub fn run(args: &ShimArgs) -> i32 {
         for r in readers {
             let _ = r.join();
         }
-        let said = tail
+        let mut said: String = tail
             .lock()
-            .map(|t| String::from_utf8_lossy(&t).trim().to_string())
+            .map(|t| {
+                String::from_utf8_lossy(&t)
+                    .lines()
+                    .filter(|l| !l.contains("level=warning"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default();
+        if let Some(images) = &args.restore_from {
+            // runc only points at CRIU's log: quote its errors.
+            let log = std::fs::read_to_string(images.join("restore.log")).unwrap_or_default();
+            for line in log
+                .lines()
+                .filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE"))
+                .take(3)
+            {
+                said.push_str("; ");
+                said.push_str(line.trim());
+            }
+        }
+        let said = said.trim().to_string();
         return fail(match status {
-            Ok(s) => format!("{} create failed ({s}): {said}", args.runtime.display()),
+            Ok(s) => format!(
+                "{} {} failed ({s}): {said}",
+                args.runtime.display(),
+                if args.restore_from.is_some() {
+                    "restore"
+                } else {
+                    "create"
+                }
+            ),
             Err(e) => format!("cannot run {}: {e}", args.runtime.display()),
         });
     }

@@ -107,14 +107,14 @@ impl SnapshotService {
                 "sandbox '{source}' runs on {KFD_BACKEND}, which cannot fork"
             )));
         }
-        if request.warm {
-            return Err(ServiceError::bad_request(
-                "warm fork (memory kept) needs CRIU 4 on this host and is not available yet; \
-                 fork without `warm` copies the sandbox's files",
-            ));
-        }
         self.platform
-            .fork_sandbox(&namespace, source, new_name, request.snapshot.as_deref())
+            .fork_sandbox(
+                &namespace,
+                source,
+                new_name,
+                request.snapshot.as_deref(),
+                request.warm,
+            )
             .await
             .map_err(conflict_on_exists)?;
         Ok((new_name.to_string(), namespace))

@@ -340,7 +340,9 @@ pub struct ForkRequest {
     /// Name of the intermediate snapshot, kept as a `named` snapshot; generated and deleted when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
-    /// Copy-on-write fork of the running sandbox (sbxd backends).
+    /// sbx extension (sbxd): the clone continues from the source's running processes and
+    /// their memory (CRIU checkpoint, source left running), not only its files. 400 with the
+    /// reason where CRIU is missing or cannot checkpoint the sandbox.
     #[serde(default)]
     pub warm: bool,
 }

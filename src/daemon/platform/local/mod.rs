@@ -334,9 +334,10 @@ impl Platform for LocalPlatform {
         source: &str,
         new_name: &str,
         snapshot: Option<&str>,
+        warm: bool,
     ) -> PlatformResult<()> {
         self.sandboxes()?
-            .fork(namespace, source, new_name, snapshot)
+            .fork(namespace, source, new_name, snapshot, warm)
             .await
     }
 

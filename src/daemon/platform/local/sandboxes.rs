@@ -1,6 +1,7 @@
 //! Sandboxes on the local platform: records in SQLite (mirrored in memory for fast reads),
 //! the sbxd engine underneath, a supervisor per sandbox, and reconciliation at start-up.
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
@@ -250,7 +251,8 @@ impl LocalSandboxes {
         new: NewSandbox,
         layers: Vec<String>,
     ) -> PlatformResult<SandboxSpec> {
-        self.create_on_layers_with(new, layers, (None, None)).await
+        self.create_on_layers_with(new, layers, (None, None), None)
+            .await
     }
 
     /// Like [`LocalSandboxes::create_on_layers`] with an entrypoint and cmd replacing the
@@ -260,6 +262,7 @@ impl LocalSandboxes {
         new: NewSandbox,
         layers: Vec<String>,
         (entrypoint, cmd): (Option<Vec<String>>, Option<Vec<String>>),
+        checkpoint: Option<PathBuf>,
     ) -> PlatformResult<SandboxSpec> {
         let record = {
             let mut records = self.records.write().await;
@@ -346,7 +349,9 @@ impl LocalSandboxes {
         let spec = record.spec.clone();
         tokio::spawn(async move {
             let _guard = live.lock.lock().await;
-            manager.provision(&record.spec).await;
+            manager
+                .provision_from(&record.spec, checkpoint.as_deref())
+                .await;
         });
         Ok(spec)
     }
@@ -354,9 +359,19 @@ impl LocalSandboxes {
     /// Brings a sandbox from nothing to Running (and Ready after its before_script), or to
     /// Failed with the reason. Caller holds the sandbox's lock.
     fn provision<'a>(self: &'a Arc<Self>, spec: &'a SandboxSpec) -> BoxFuture<'a, ()> {
+        self.provision_from(spec, None)
+    }
+
+    /// [`LocalSandboxes::provision`]; with `checkpoint`, restoring the processes from those
+    /// CRIU images (warm fork).
+    fn provision_from<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a SandboxSpec,
+        checkpoint: Option<&'a Path>,
+    ) -> BoxFuture<'a, ()> {
         async move {
         let started = Instant::now();
-        match self.sbxd.provision(spec).await {
+        match self.sbxd.provision_from(spec, checkpoint).await {
             Ok(started_sandbox) => {
                 let pid = started_sandbox.pid;
                 let ready = spec.before_script.is_none();
@@ -614,11 +629,16 @@ impl LocalSandboxes {
                 .unwrap_or_else(|e| e.into_inner())
                 .is_empty()
             {
-                return;
+                break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tracing::warn!("some networks of deleted sandboxes are left for the next start to remove");
+        if started.elapsed() >= limit {
+            tracing::warn!(
+                "some networks of deleted sandboxes are left for the next start to remove"
+            );
+        }
+        self.sbxd.shutdown();
     }
 
     /// Changes whenever a record changes.

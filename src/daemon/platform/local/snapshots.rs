@@ -3,6 +3,7 @@
 //! from). Records carry what restore needs (the `source-*` values); layers are removed once
 //! no snapshot and no sandbox uses them.
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,15 +149,31 @@ impl LocalSandboxes {
         name: &str,
         kind: SnapshotKind,
     ) -> PlatformResult<SnapshotRecord> {
+        self.snapshot_with(namespace, sandbox, name, kind, false)
+            .await
+            .map(|(snapshot, _)| snapshot)
+    }
+
+    /// [`LocalSandboxes::snapshot`]; with `warm`, the sandbox's processes are checkpointed
+    /// by CRIU at the same instant, and the checkpoint dir is returned too (the caller
+    /// restores from it and removes it).
+    async fn snapshot_with(
+        self: &Arc<Self>,
+        namespace: &str,
+        sandbox: &str,
+        name: &str,
+        kind: SnapshotKind,
+        warm: bool,
+    ) -> PlatformResult<(SnapshotRecord, Option<PathBuf>)> {
         let record = self
             .settled(namespace, sandbox, Duration::from_secs(60))
             .await?;
         let live = self.live(&record.spec.id, record.status);
         let _guard = live.lock.lock().await;
         let record = self.record(namespace, sandbox).await?;
-        let snapshot = self.snapshot_locked(&record, name, kind).await?;
-        self.flatten_later(&snapshot);
-        Ok(snapshot)
+        let taken = self.snapshot_locked(&record, name, kind, warm).await?;
+        self.flatten_later(&taken.0);
+        Ok(taken)
     }
 
     /// Flattens a long layer stack of a snapshot in the background; sandboxes running on the
@@ -226,7 +243,8 @@ impl LocalSandboxes {
         record: &Record,
         name: &str,
         kind: SnapshotKind,
-    ) -> PlatformResult<SnapshotRecord> {
+        warm: bool,
+    ) -> PlatformResult<(SnapshotRecord, Option<PathBuf>)> {
         let namespace = record.spec.namespace.as_str();
         if self
             .snapshots
@@ -248,11 +266,26 @@ impl LocalSandboxes {
                 status_text(record.status)
             )));
         }
-        let (layer, size_bytes) = self
-            .sbxd
-            .capture_layer(&record.spec)
-            .await
-            .map_err(runtime_error)?;
+        let (checkpoint, layer, size_bytes) = if warm {
+            if let Some(reason) = self.sbxd.warm_fork_unsupported(&record.spec).await {
+                return Err(PlatformError::Invalid(reason));
+            }
+            let (checkpoint, layer, size) =
+                self.sbxd.capture_warm(&record.spec).await.map_err(|e| {
+                    PlatformError::Invalid(format!(
+                        "warm fork: CRIU could not checkpoint sandbox '{}': {e}",
+                        record.spec.name
+                    ))
+                })?;
+            (Some(checkpoint), layer, size)
+        } else {
+            let (layer, size) = self
+                .sbxd
+                .capture_layer(&record.spec)
+                .await
+                .map_err(runtime_error)?;
+            (None, layer, size)
+        };
         let mut source = record.spec.clone();
         source.layers.push(layer.clone());
         let snapshot = SnapshotRecord {
@@ -267,10 +300,13 @@ impl LocalSandboxes {
         };
         if let Err(e) = self.insert_snapshot(snapshot.clone()).await {
             self.sbxd.remove_layers(&[layer]).await;
+            if let Some(dir) = &checkpoint {
+                self.sbxd.remove_checkpoint(dir).await;
+            }
             return Err(e);
         }
-        tracing::info!(snapshot = %snapshot.name, namespace, sandbox = %record.spec.name, kind = %kind, size_bytes, "snapshot taken");
-        Ok(snapshot)
+        tracing::info!(snapshot = %snapshot.name, namespace, sandbox = %record.spec.name, kind = %kind, size_bytes, warm, "snapshot taken");
+        Ok((snapshot, checkpoint))
     }
 
     /// Pauses a sandbox and, while it is frozen, snapshots it (kind `pause`).
@@ -298,8 +334,9 @@ impl LocalSandboxes {
             .await?;
         }
         let record = self.record(namespace, name).await?;
-        self.snapshot_locked(&record, snapshot, SnapshotKind::Pause)
+        self.snapshot_locked(&record, snapshot, SnapshotKind::Pause, false)
             .await
+            .map(|(snapshot, _)| snapshot)
     }
 
     /// Snapshots of a namespace (all when `None`), optionally of one sandbox and one kind.
@@ -409,6 +446,18 @@ impl LocalSandboxes {
         snapshot: &str,
         plan: RestorePlan,
     ) -> PlatformResult<SandboxSpec> {
+        self.restore_with(namespace, snapshot, plan, None).await
+    }
+
+    /// [`LocalSandboxes::restore`]; with `checkpoint`, the new sandbox's processes are
+    /// restored from those CRIU images (warm fork).
+    async fn restore_with(
+        self: &Arc<Self>,
+        namespace: &str,
+        snapshot: &str,
+        plan: RestorePlan,
+        checkpoint: Option<PathBuf>,
+    ) -> PlatformResult<SandboxSpec> {
         let _guard = self.layers_lock.lock().await;
         let record = self.snapshot_record(namespace, snapshot).await?;
         let source = &record.source;
@@ -438,7 +487,7 @@ impl LocalSandboxes {
         if spec_entry.1.is_none() {
             spec_entry.1 = source.cmd.clone();
         }
-        self.create_on_layers_with(new, source.layers.clone(), spec_entry)
+        self.create_on_layers_with(new, source.layers.clone(), spec_entry, checkpoint)
             .await
     }
 
@@ -451,6 +500,7 @@ impl LocalSandboxes {
         source: &str,
         new_name: &str,
         snapshot: Option<&str>,
+        warm: bool,
     ) -> PlatformResult<()> {
         if self
             .records
@@ -466,7 +516,9 @@ impl LocalSandboxes {
             Some(name) => (name.to_string(), SnapshotKind::Named),
             None => (format!("{source}-fork-{}", now_unix()), SnapshotKind::Fork),
         };
-        let snap = self.snapshot(namespace, source, &name, kind).await?;
+        let (snap, checkpoint) = self
+            .snapshot_with(namespace, source, &name, kind, warm)
+            .await?;
         let plan = RestorePlan {
             namespace: namespace.to_string(),
             new_name: new_name.to_string(),
@@ -474,7 +526,9 @@ impl LocalSandboxes {
             before_script: Some(None),
             ..RestorePlan::default()
         };
-        let created = self.restore(namespace, &snap.name, plan).await;
+        let created = self
+            .restore_with(namespace, &snap.name, plan, checkpoint.clone())
+            .await;
         let outcome = match created {
             Ok(_) => {
                 let clone = self
@@ -491,6 +545,9 @@ impl LocalSandboxes {
             }
             Err(e) => Err(e),
         };
+        if let Some(dir) = &checkpoint {
+            self.sbxd.remove_checkpoint(dir).await;
+        }
         if kind == SnapshotKind::Fork {
             if let Err(e) = self.delete_snapshot(namespace, &snap.name).await {
                 tracing::warn!(snapshot = %snap.name, error = %e, "deleting a fork snapshot");
