@@ -361,7 +361,7 @@ async fn unknown_routes_methods_and_pending_routes_use_the_envelope() {
     let (status, body) = raw(
         &daemon,
         reqwest::Method::GET,
-        "/api/v1/tenants",
+        "/api/v1/role-bindings",
         Some(&token),
         None,
     )

@@ -100,12 +100,14 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     );
     let refresher = tokio::spawn(state.keys.clone().refresh_loop());
     let sweeper = tokio::spawn(state.snapshots.clone().sweep_loop());
+    let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
     let platform = state.platform.clone();
     let result = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
         .await;
     refresher.abort();
     sweeper.abort();
+    tenant_status.abort();
     platform.shutdown().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

@@ -7,6 +7,7 @@ use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::sandboxes::SandboxService;
 use crate::daemon::services::snapshots::SnapshotService;
+use crate::daemon::services::tenants::TenantService;
 
 /// Cheap to clone: every field is shared.
 #[derive(Clone)]
@@ -21,6 +22,8 @@ pub struct AppState {
     pub sandboxes: Arc<SandboxService>,
     /// Snapshot rules over the platform.
     pub snapshots: Arc<SnapshotService>,
+    /// Tenants, access to namespaces, quotas.
+    pub tenants: Arc<TenantService>,
     /// The host's image store (local platform only).
     pub images: Option<Arc<ImageStore>>,
 }
@@ -30,15 +33,25 @@ impl AppState {
     pub fn new(config: Config, platform: Arc<dyn Platform>) -> AppState {
         let config = Arc::new(config);
         let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
-        let sandboxes = Arc::new(SandboxService::new(platform.clone(), config.mode));
+        let tenants = Arc::new(TenantService::new(platform.clone(), config.mode));
+        let sandboxes = Arc::new(SandboxService::new(
+            platform.clone(),
+            tenants.clone(),
+            config.mode,
+        ));
         let images = platform.image_store();
-        let snapshots = Arc::new(SnapshotService::new(platform.clone()));
+        let snapshots = Arc::new(SnapshotService::new(
+            platform.clone(),
+            tenants.clone(),
+            config.mode,
+        ));
         AppState {
             config,
             platform,
             keys,
             sandboxes,
             snapshots,
+            tenants,
             images,
         }
     }

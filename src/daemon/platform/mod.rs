@@ -12,6 +12,7 @@ use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::ApiKey;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
+use crate::shared::models::tenant::TenantSpec;
 
 /// A failure of the platform underneath a request. The first variants are the caller's
 /// business (their messages are sent); the rest are logged and answered as 5xx.
@@ -88,6 +89,9 @@ pub struct NewSandbox {
     pub capabilities: Vec<String>,
     /// Backend name.
     pub backend: String,
+    /// Nodes the sandbox may run on (its tenant's `spec.nodes`, narrowed by the key's
+    /// `nodes`); `None`: any.
+    pub nodes: Option<Vec<String>>,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
@@ -112,6 +116,37 @@ pub struct RestorePlan {
     pub cmd: Option<Vec<String>>,
     /// before_script override (`Some(None)`: none at all).
     pub before_script: Option<Option<String>>,
+    /// Nodes the new sandbox may run on (`None`: any).
+    pub nodes: Option<Vec<String>>,
+}
+
+/// A tenant as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTenant {
+    /// Name.
+    pub name: String,
+    /// Desired state.
+    pub spec: TenantSpec,
+    /// Bumped on every spec change.
+    pub generation: i64,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+/// What the sandboxes and snapshots of some namespaces hold against tenant quotas. A
+/// sandbox's reservation stands while it exists, paused or not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reservation {
+    /// Sandboxes.
+    pub sandboxes: u64,
+    /// CPU limits, millicores.
+    pub cpu_millis: u64,
+    /// Memory limits, bytes.
+    pub memory_bytes: u64,
+    /// Disk (ephemeral storage) limits, bytes.
+    pub disk_bytes: u64,
+    /// Snapshot storage on disk, bytes.
+    pub snapshot_bytes: u64,
 }
 
 /// Everything the service layer asks of a platform.
@@ -131,6 +166,20 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;
+    /// Every tenant, by name.
+    async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>>;
+    /// Stores a new tenant (`AlreadyExists` when the name is taken).
+    async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
+    /// Replaces a tenant's spec and generation (`NotFound` when absent).
+    async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
+    /// Removes a tenant (`NotFound` when absent).
+    async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
+    /// What the sandboxes and snapshots of these namespaces reserve.
+    async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
+    /// The limits of one sandbox (`sandboxes` is 1): what a fork of it reserves.
+    async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;
+    /// The limits recorded with a snapshot: what a restore of it reserves before overrides.
+    async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;
 
     /// Creates a sandbox; it becomes Ready asynchronously.
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()>;

@@ -10,6 +10,7 @@ use axum::routing::{get, post};
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
+use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER;
@@ -42,6 +43,21 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/sandboxes/{name}/snapshot", post(snapshot_sandbox))
 }
 
+/// 404, worded as for a sandbox that does not exist, unless the caller may read there.
+async fn require_read(
+    state: &AppState,
+    principal: &Principal,
+    namespace: &str,
+    name: &str,
+) -> ServiceResult<()> {
+    state
+        .tenants
+        .require_read(principal, namespace, || {
+            format!("sandbox '{name}' not found in namespace '{namespace}'")
+        })
+        .await
+}
+
 fn location(name: &str, namespace: &str) -> String {
     format!("/api/v1/sandboxes/{name}?namespace={namespace}")
 }
@@ -60,8 +76,7 @@ pub async fn create_sandbox(
     principal: Principal,
     Json(request): Json<CreateSandboxRequest>,
 ) -> ServiceResult<Created<CreateSandboxResponse>> {
-    principal.require_write()?;
-    let new = state.sandboxes.create(&request).await?;
+    let new = state.sandboxes.create(&principal, &request).await?;
     Ok(Created {
         location: location(&new.name, &new.namespace),
         data: CreateSandboxResponse {
@@ -77,12 +92,31 @@ pub async fn create_sandbox(
     responses((status = 200, description = "Sandbox records", body = DataEnvelope<Vec<Sandbox>>)))]
 pub async fn list_sandboxes(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Query(query): Query<SandboxListQuery>,
 ) -> ServiceResult<Response> {
     let namespace =
         (!query.all_namespaces).then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
-    let body = state.sandboxes.list_envelope(namespace).await?;
+    let body = match namespace {
+        Some(ns) => {
+            state.tenants.require(&principal, ns, Need::Read).await?;
+            state.sandboxes.list_envelope(Some(ns)).await?
+        }
+        None => {
+            let access = state.tenants.access(&principal).await?;
+            if access.everywhere() {
+                state.sandboxes.list_envelope(None).await?
+            } else {
+                // Only the namespaces the caller may see: never another tenant's names.
+                let mut sandboxes = state.platform.list_sandboxes(None).await?;
+                sandboxes.retain(|s| access.sees(&s.namespace));
+                Bytes::from(
+                    serde_json::to_vec(&DataEnvelope::new(sandboxes))
+                        .map_err(ServiceError::internal)?,
+                )
+            }
+        }
+    };
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -95,10 +129,11 @@ pub async fn list_sandboxes(
     ))]
 pub async fn get_sandbox(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Path(name): Path<String>,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Sandbox>> {
+    require_read(&state, &principal, query.namespace(), &name).await?;
     Ok(Json(
         state.platform.get_sandbox(query.namespace(), &name).await?,
     ))
@@ -117,7 +152,10 @@ pub async fn delete_sandbox(
     Path(name): Path<String>,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<MessageResponse>> {
-    principal.require_write()?;
+    state
+        .tenants
+        .require_write(&principal, query.namespace())
+        .await?;
     state
         .platform
         .delete_sandbox(query.namespace(), &name)
@@ -138,7 +176,10 @@ pub async fn delete_all_sandboxes(
     principal: Principal,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<DeleteAllResponse>> {
-    principal.require_write()?;
+    state
+        .tenants
+        .require_write(&principal, query.namespace())
+        .await?;
     Ok(Json(state.sandboxes.delete_all(query.namespace()).await?))
 }
 
@@ -159,7 +200,10 @@ pub async fn exec_in_sandbox(
     Query(query): Query<NamespaceQuery>,
     Json(request): Json<ExecRequest>,
 ) -> ServiceResult<Json<ExecResponse>> {
-    principal.require_write()?;
+    state
+        .tenants
+        .require_write(&principal, query.namespace())
+        .await?;
     let command = request
         .require_command()
         .map_err(ServiceError::bad_request)?;
@@ -181,11 +225,12 @@ pub async fn exec_in_sandbox(
     ))]
 pub async fn sandbox_logs(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Path(name): Path<String>,
     Query(query): Query<LogsQuery>,
 ) -> ServiceResult<Json<LogsResponse>> {
     let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    require_read(&state, &principal, namespace, &name).await?;
     // The sandbox must exist before its containers are discussed (404 first).
     state.platform.get_sandbox(namespace, &name).await?;
     if query.container != DEFAULT_LOG_CONTAINER {
@@ -217,9 +262,9 @@ pub async fn pause_sandbox(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
-    principal.require_write()?;
     let request: PauseRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    state.tenants.require_write(&principal, namespace).await?;
     state
         .snapshots
         .pause(namespace, &name, request.snapshot.as_deref())
@@ -246,9 +291,9 @@ pub async fn resume_sandbox(
     Path(name): Path<String>,
     body: Bytes,
 ) -> ServiceResult<Json<MessageResponse>> {
-    principal.require_write()?;
     let request: ResumeRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    state.tenants.require_write(&principal, namespace).await?;
     state.platform.resume_sandbox(namespace, &name).await?;
     Ok(Json(MessageResponse {
         message: format!("sandbox '{name}' resumed"),
@@ -272,8 +317,7 @@ pub async fn fork_sandbox(
     Path(name): Path<String>,
     Json(request): Json<ForkRequest>,
 ) -> ServiceResult<Created<ForkResponse>> {
-    principal.require_write()?;
-    let (new_name, namespace) = state.snapshots.fork(&name, &request).await?;
+    let (new_name, namespace) = state.snapshots.fork(&principal, &name, &request).await?;
     Ok(Created {
         location: location(&new_name, &namespace),
         data: ForkResponse {
@@ -301,8 +345,10 @@ pub async fn snapshot_sandbox(
     Path(name): Path<String>,
     Json(request): Json<CreateSnapshotRequest>,
 ) -> ServiceResult<Created<CreateSnapshotResponse>> {
-    principal.require_write()?;
-    let (snapshot, namespace) = state.snapshots.snapshot(&name, &request).await?;
+    let (snapshot, namespace) = state
+        .snapshots
+        .snapshot(&principal, &name, &request)
+        .await?;
     Ok(Created {
         location: format!("/api/v1/snapshots/{snapshot}?namespace={namespace}"),
         data: CreateSnapshotResponse {
@@ -318,9 +364,13 @@ pub async fn snapshot_sandbox(
     responses((status = 200, description = "Metrics records", body = DataEnvelope<Vec<SandboxMetrics>>)))]
 pub async fn sandbox_metrics(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Vec<SandboxMetrics>>> {
+    state
+        .tenants
+        .require(&principal, query.namespace(), Need::Read)
+        .await?;
     Ok(Json(
         state
             .platform

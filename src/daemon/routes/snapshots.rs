@@ -34,10 +34,10 @@ pub fn router() -> Router<AppState> {
     ))]
 pub async fn list_snapshots(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Query(query): Query<SnapshotListQuery>,
 ) -> ServiceResult<Json<Vec<Snapshot>>> {
-    Ok(Json(state.snapshots.list(&query).await?))
+    Ok(Json(state.snapshots.list(&principal, &query).await?))
 }
 
 /// Inspect one snapshot.
@@ -49,10 +49,17 @@ pub async fn list_snapshots(
     ))]
 pub async fn get_snapshot(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
     Path(name): Path<String>,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Snapshot>> {
+    let namespace = query.namespace();
+    state
+        .tenants
+        .require_read(&principal, namespace, || {
+            format!("snapshot '{name}' not found in namespace '{namespace}'")
+        })
+        .await?;
     Ok(Json(
         state
             .platform
@@ -74,7 +81,10 @@ pub async fn delete_snapshot(
     Path(name): Path<String>,
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<MessageResponse>> {
-    principal.require_write()?;
+    state
+        .tenants
+        .require_write(&principal, query.namespace())
+        .await?;
     state
         .platform
         .delete_snapshot(query.namespace(), &name)
@@ -104,8 +114,7 @@ pub async fn restore_snapshot(
     Path(name): Path<String>,
     Json(request): Json<RestoreRequest>,
 ) -> ServiceResult<Created<RestoreResponse>> {
-    principal.require_write()?;
-    let plan = state.snapshots.restore(&name, &request).await?;
+    let plan = state.snapshots.restore(&principal, &name, &request).await?;
     Ok(Created {
         location: format!(
             "/api/v1/sandboxes/{}?namespace={}",
@@ -135,7 +144,6 @@ pub async fn gc_snapshots(
     principal: Principal,
     body: Bytes,
 ) -> ServiceResult<Json<GcResponse>> {
-    principal.require_write()?;
     let request: GcRequest = optional_json(&body)?;
-    Ok(Json(state.snapshots.gc(&request).await?))
+    Ok(Json(state.snapshots.gc(&principal, &request).await?))
 }

@@ -1,6 +1,7 @@
-//! `/api/v1/tenants`: tenant read (operator, admin) and writes (admin). The tenancy service
-//! lands with its own issue; until then the routes check roles and bodies, then answer 501.
+//! `/api/v1/tenants`: tenant read (operator, admin) and writes (admin), over the tenant
+//! service.
 use axum::Router;
+use axum::extract::State;
 use axum::routing::get;
 
 use crate::daemon::auth::Principal;
@@ -23,16 +24,15 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-fn pending(what: &str) -> ServiceError {
-    ServiceError::not_implemented(what)
-}
-
 /// List tenants (operator, admin).
 #[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants",
     responses((status = 200, description = "Tenants in read form", body = DataEnvelope<Vec<Tenant>>)))]
-pub async fn list_tenants(principal: Principal) -> ServiceResult<Json<Vec<Tenant>>> {
+pub async fn list_tenants(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ServiceResult<Json<Vec<Tenant>>> {
     principal.require_cluster_role(Role::Operator)?;
-    Err(pending("tenant list"))
+    Ok(Json(state.tenants.list().await?))
 }
 
 /// Read one tenant (operator, admin).
@@ -43,11 +43,12 @@ pub async fn list_tenants(principal: Principal) -> ServiceResult<Json<Vec<Tenant
         (status = 404, description = "No such tenant", body = ErrorEnvelope),
     ))]
 pub async fn get_tenant(
+    State(state): State<AppState>,
     principal: Principal,
-    Path(_name): Path<String>,
+    Path(name): Path<String>,
 ) -> ServiceResult<Json<Tenant>> {
     principal.require_cluster_role(Role::Operator)?;
-    Err(pending("tenant read"))
+    Ok(Json(state.tenants.get(&name).await?))
 }
 
 /// Create a tenant (admin).
@@ -59,11 +60,16 @@ pub async fn get_tenant(
         (status = 409, description = "The tenant exists", body = ErrorEnvelope),
     ))]
 pub async fn create_tenant(
+    State(state): State<AppState>,
     principal: Principal,
-    Json(_request): Json<CreateTenantRequest>,
+    Json(request): Json<CreateTenantRequest>,
 ) -> ServiceResult<Created<Tenant>> {
     principal.require_cluster_role(Role::Admin)?;
-    Err(pending("tenant create"))
+    let tenant = state.tenants.create(&request).await?;
+    Ok(Created {
+        location: format!("/api/v1/tenants/{}", tenant.metadata.name),
+        data: tenant,
+    })
 }
 
 /// Update a tenant (admin): whole sections are replaced; `null` removes one.
@@ -76,12 +82,13 @@ pub async fn create_tenant(
         (status = 404, description = "No such tenant", body = ErrorEnvelope),
     ))]
 pub async fn patch_tenant(
+    State(state): State<AppState>,
     principal: Principal,
-    Path(_name): Path<String>,
-    Json(_request): Json<PatchTenantRequest>,
+    Path(name): Path<String>,
+    Json(request): Json<PatchTenantRequest>,
 ) -> ServiceResult<Json<Tenant>> {
     principal.require_cluster_role(Role::Admin)?;
-    Err(pending("tenant update"))
+    Ok(Json(state.tenants.update(&name, &request).await?))
 }
 
 /// Delete a tenant (admin); refused while it has sandboxes unless `cascade=true`.
@@ -93,10 +100,44 @@ pub async fn patch_tenant(
         (status = 409, description = "The tenant still has sandboxes and `cascade` is not set", body = ErrorEnvelope),
     ))]
 pub async fn delete_tenant(
+    State(state): State<AppState>,
     principal: Principal,
-    Path(_name): Path<String>,
-    Query(_query): Query<DeleteTenantQuery>,
+    Path(name): Path<String>,
+    Query(query): Query<DeleteTenantQuery>,
 ) -> ServiceResult<Json<DeleteTenantResponse>> {
     principal.require_cluster_role(Role::Admin)?;
-    Err(pending("tenant delete"))
+    let tenant = state.tenants.require_tenant(&name).await?;
+    let held = state
+        .platform
+        .reservation(&tenant.spec.namespaces)
+        .await?
+        .sandboxes;
+    let results = if query.cascade {
+        let mut results = Vec::new();
+        for namespace in &tenant.spec.namespaces {
+            results.extend(state.sandboxes.delete_all(namespace).await?.results);
+        }
+        if let Some(failed) = results.iter().find(|r| !r.success) {
+            return Err(ServiceError::conflict(format!(
+                "tenant '{name}' is kept: sandbox '{}' could not be deleted: {}",
+                failed.name,
+                failed.error.clone().unwrap_or_default()
+            )));
+        }
+        Some(results)
+    } else if held > 0 {
+        return Err(ServiceError::conflict(format!(
+            "tenant '{name}' still has {held} sandbox(es): delete them first or pass cascade=true"
+        )));
+    } else {
+        None
+    };
+    state.tenants.remove(&name).await?;
+    Ok(Json(DeleteTenantResponse {
+        message: match &results {
+            Some(r) => format!("tenant '{name}' deleted with its {} sandbox(es)", r.len()),
+            None => format!("tenant '{name}' deleted"),
+        },
+        results,
+    }))
 }

@@ -143,6 +143,9 @@ pub struct SandboxSpec {
     /// Replaces the image's cmd (restore overrides).
     #[serde(default)]
     pub cmd: Option<Vec<String>>,
+    /// Nodes the sandbox may run on (`None`: any).
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
 }
 
 /// The engine: runtime CLI, images, network, and the sandboxes' directories.

@@ -3,3 +3,4 @@
 pub mod keys;
 pub mod sandboxes;
 pub mod snapshots;
+pub mod tenants;

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
@@ -12,7 +13,8 @@ use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
 use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
 use crate::daemon::runtime::images::normalize_reference;
 use crate::daemon::runtime::network::Egress;
-use crate::shared::envelope::DataEnvelope;
+use crate::daemon::services::tenants::{Ask, Need, Owner, TenantService};
+use crate::shared::envelope::{DataEnvelope, ErrorCode};
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, DeleteAllResponse, DeleteResult, ExecResponse,
 };
@@ -82,6 +84,124 @@ pub fn read_env_file(path: &str) -> Result<Vec<String>, String> {
     parse_env_file(&text).map_err(|e| format!("bad env file '{path}': {e}"))
 }
 
+/// The sizing and placement of a sandbox-to-be, as tenant policy sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sizing {
+    /// CPU limit, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Writable-layer limit, bytes.
+    pub ephemeral_bytes: Option<u64>,
+    /// Nodes it may run on (`None`: any).
+    pub nodes: Option<Vec<String>>,
+}
+
+impl Sizing {
+    /// What the quota check asks for.
+    pub fn ask(&self) -> Ask {
+        Ask {
+            cpu_millis: self.cpu_millis,
+            memory_bytes: self.memory_bytes,
+            disk_bytes: self.ephemeral_bytes,
+        }
+    }
+}
+
+fn quantity(text: &Option<String>) -> Option<crate::shared::quantity::Quantity> {
+    text.as_deref()
+        .and_then(|t| crate::shared::quantity::Quantity::parse(t).ok())
+}
+
+/// The owning tenant's rules for a new sandbox (tenant rules 2, 3, 5 and 6): `defaultSize`
+/// fills each limit the request leaves out, `limits.maxSandboxSize` caps them, limits the
+/// sbxd backends cannot enforce are refused (400 `LimitNotEnforceable`), placement is the
+/// tenant's nodes narrowed by the key's; in production mode CPU and memory must end up set.
+pub fn apply_tenant_policy(
+    sizing: &mut Sizing,
+    owner: Option<&Owner>,
+    principal: &Principal,
+    mode: Mode,
+) -> ServiceResult<()> {
+    let bad = ServiceError::bad_request;
+    if let Some(owner) = owner {
+        let spec = &owner.spec;
+        if let Some(size) = &spec.default_size {
+            if sizing.cpu_millis.is_none() {
+                sizing.cpu_millis = quantity(&size.cpu).map(|q| q.millis() as u64);
+            }
+            if sizing.memory_bytes.is_none() {
+                sizing.memory_bytes = quantity(&size.memory).map(|q| q.value_ceil() as u64);
+            }
+            if sizing.ephemeral_bytes.is_none() {
+                sizing.ephemeral_bytes = quantity(&size.disk).map(|q| q.value_ceil() as u64);
+            }
+        }
+        let limits = spec.limits.clone().unwrap_or_default();
+        let mut unenforceable = Vec::new();
+        if limits.network.is_some() {
+            unenforceable.push("limits.network");
+        }
+        if limits.disk_io.is_some() {
+            unenforceable.push("limits.diskIO");
+        }
+        if spec.quotas.as_ref().is_some_and(|q| q.disk.is_some()) {
+            unenforceable.push("quotas.disk");
+        }
+        if !unenforceable.is_empty() {
+            return Err(ServiceError::new(
+                ErrorCode::LimitNotEnforceable,
+                format!(
+                    "tenant '{}' sets {}, which the {LOCAL_BACKEND} backend cannot enforce",
+                    owner.name,
+                    unenforceable.join(" and ")
+                ),
+            ));
+        }
+        if let Some(max) = &limits.max_sandbox_size {
+            if let (Some(max), Some(cpu)) = (quantity(&max.cpu), sizing.cpu_millis) {
+                if cpu as u128 > max.millis() {
+                    return Err(bad(format!(
+                        "cpu {} is above tenant '{}' limits.maxSandboxSize.cpu {}",
+                        crate::shared::quantity::format_cpu_millis(cpu),
+                        owner.name,
+                        max.as_str()
+                    )));
+                }
+            }
+            if let (Some(max), Some(memory)) = (quantity(&max.memory), sizing.memory_bytes) {
+                if memory as u128 > max.value_ceil() {
+                    return Err(bad(format!(
+                        "memory {} is above tenant '{}' limits.maxSandboxSize.memory {}",
+                        crate::shared::quantity::format_bytes_binary(memory),
+                        owner.name,
+                        max.as_str()
+                    )));
+                }
+            }
+        }
+        sizing.nodes = spec.nodes.clone();
+    }
+    if !principal.nodes.is_empty() {
+        sizing.nodes = Some(match sizing.nodes.take() {
+            Some(allowed) => allowed
+                .into_iter()
+                .filter(|n| principal.nodes.contains(n))
+                .collect(),
+            None => principal.nodes.clone(),
+        });
+    }
+    if mode == Mode::Production && (sizing.cpu_millis.is_none() || sizing.memory_bytes.is_none())
+    {
+        return Err(bad(
+            "in production mode every sandbox needs `cpu` and `memory` limits, from the \
+             request or from its tenant's defaultSize"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
 /// A list answer kept for reuse: valid while the records are unchanged and within the same
 /// second (ages are shown to the second).
 struct CachedList {
@@ -93,15 +213,21 @@ struct CachedList {
 /// The sandbox service.
 pub struct SandboxService {
     platform: Arc<dyn Platform>,
+    tenants: Arc<TenantService>,
     mode: Mode,
     list_cache: Mutex<HashMap<Option<String>, CachedList>>,
 }
 
 impl SandboxService {
     /// A service over a platform.
-    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> SandboxService {
+    pub fn new(
+        platform: Arc<dyn Platform>,
+        tenants: Arc<TenantService>,
+        mode: Mode,
+    ) -> SandboxService {
         SandboxService {
             platform,
+            tenants,
             mode,
             list_cache: Mutex::new(HashMap::new()),
         }
@@ -185,11 +311,6 @@ impl SandboxService {
                 "invalid limits: `ephemeral-storage` must be more than 0".to_string(),
             ));
         }
-        if self.mode == Mode::Production && (cpu_millis.is_none() || memory_bytes.is_none()) {
-            return Err(bad(
-                "in production mode every sandbox needs `cpu` and `memory` limits".to_string(),
-            ));
-        }
         let env = match request.env_file.as_deref() {
             Some(path) => read_env_file(path).map_err(bad)?,
             None => Vec::new(),
@@ -227,17 +348,47 @@ impl SandboxService {
             additional_gids,
             capabilities,
             backend,
+            nodes: None,
         })
     }
 
-    /// Creates a sandbox; a taken name is 400 as the contract says.
-    pub async fn create(&self, request: &CreateSandboxRequest) -> ServiceResult<NewSandbox> {
-        let new = self.validate_create(request)?;
-        match self.platform.create_sandbox(new.clone()).await {
-            Ok(()) => Ok(new),
-            Err(PlatformError::AlreadyExists(m)) => Err(ServiceError::bad_request(m)),
-            Err(e) => Err(e.into()),
-        }
+    /// Creates a sandbox for `principal`: access to the namespace, the owning tenant's
+    /// defaults, limits and placement, then its quotas under the tenant's lock; a taken name
+    /// is 400 as the contract says.
+    pub async fn create(
+        &self,
+        principal: &Principal,
+        request: &CreateSandboxRequest,
+    ) -> ServiceResult<NewSandbox> {
+        let mut new = self.validate_create(request)?;
+        self.tenants
+            .require(principal, &new.namespace, Need::Write)
+            .await?;
+        let owner = self.tenants.owner(&new.namespace).await?;
+        let mut sizing = Sizing {
+            cpu_millis: new.cpu_millis,
+            memory_bytes: new.memory_bytes,
+            ephemeral_bytes: new.ephemeral_bytes,
+            nodes: None,
+        };
+        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
+        let ask = sizing.ask();
+        (new.cpu_millis, new.memory_bytes, new.ephemeral_bytes, new.nodes) = (
+            sizing.cpu_millis,
+            sizing.memory_bytes,
+            sizing.ephemeral_bytes,
+            sizing.nodes,
+        );
+        self.tenants
+            .admit(owner.as_ref(), Some(ask), async {
+                match self.platform.create_sandbox(new.clone()).await {
+                    Ok(()) => Ok(()),
+                    Err(PlatformError::AlreadyExists(m)) => Err(ServiceError::bad_request(m)),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await?;
+        Ok(new)
     }
 
     /// Deletes every sandbox of a namespace, reporting each.

@@ -3,10 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::daemon::auth::Principal;
+use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
 use crate::daemon::runtime::images::normalize_reference;
-use crate::daemon::services::sandboxes::LOCAL_BACKEND;
+use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Sizing, apply_tenant_policy};
+use crate::daemon::services::tenants::{Need, TenantService};
+use crate::shared::models::identity::Role;
 use crate::shared::models::DEFAULT_NAMESPACE;
 use crate::shared::models::sandbox::{CreateSnapshotRequest, ForkRequest, SandboxStatus};
 use crate::shared::models::snapshot::{
@@ -34,17 +38,28 @@ fn snapshot_name(what: &str, value: &str) -> ServiceResult<()> {
 /// The snapshot service.
 pub struct SnapshotService {
     platform: Arc<dyn Platform>,
+    tenants: Arc<TenantService>,
+    mode: Mode,
 }
 
 impl SnapshotService {
     /// A service over a platform.
-    pub fn new(platform: Arc<dyn Platform>) -> SnapshotService {
-        SnapshotService { platform }
+    pub fn new(
+        platform: Arc<dyn Platform>,
+        tenants: Arc<TenantService>,
+        mode: Mode,
+    ) -> SnapshotService {
+        SnapshotService {
+            platform,
+            tenants,
+            mode,
+        }
     }
 
     /// `POST /sandboxes/{name}/snapshot`: a `named` snapshot of a running sandbox.
     pub async fn snapshot(
         &self,
+        principal: &Principal,
         sandbox: &str,
         request: &CreateSnapshotRequest,
     ) -> ServiceResult<(String, String)> {
@@ -57,10 +72,18 @@ impl SnapshotService {
             .as_deref()
             .unwrap_or(DEFAULT_NAMESPACE)
             .to_string();
-        self.platform
-            .snapshot_sandbox(&namespace, sandbox, name, SnapshotKind::Named)
-            .await
-            .map_err(conflict_on_exists)?;
+        self.tenants
+            .require(principal, &namespace, Need::Write)
+            .await?;
+        let owner = self.tenants.owner(&namespace).await?;
+        self.tenants
+            .admit(owner.as_ref(), None, async {
+                self.platform
+                    .snapshot_sandbox(&namespace, sandbox, name, SnapshotKind::Named)
+                    .await
+                    .map_err(conflict_on_exists)
+            })
+            .await?;
         Ok((name.to_string(), namespace))
     }
 
@@ -75,10 +98,15 @@ impl SnapshotService {
             None => Ok(self.platform.pause_sandbox(namespace, sandbox).await?),
             Some(name) => {
                 snapshot_name("snapshot", name)?;
-                self.platform
-                    .pause_sandbox_with_snapshot(namespace, sandbox, name)
+                let owner = self.tenants.owner(namespace).await?;
+                self.tenants
+                    .admit(owner.as_ref(), None, async {
+                        self.platform
+                            .pause_sandbox_with_snapshot(namespace, sandbox, name)
+                            .await
+                            .map_err(conflict_on_exists)
+                    })
                     .await
-                    .map_err(conflict_on_exists)
             }
         }
     }
@@ -86,6 +114,7 @@ impl SnapshotService {
     /// `POST /sandboxes/{name}/fork`.
     pub async fn fork(
         &self,
+        principal: &Principal,
         source: &str,
         request: &ForkRequest,
     ) -> ServiceResult<(String, String)> {
@@ -101,40 +130,65 @@ impl SnapshotService {
         if let Some(name) = &request.snapshot {
             snapshot_name("snapshot", name)?;
         }
+        self.tenants
+            .require(principal, &namespace, Need::Write)
+            .await?;
         let sandbox = self.platform.get_sandbox(&namespace, source).await?;
         if sandbox.backend == KFD_BACKEND {
             return Err(ServiceError::bad_request(format!(
                 "sandbox '{source}' runs on {KFD_BACKEND}, which cannot fork"
             )));
         }
-        self.platform
-            .fork_sandbox(
-                &namespace,
-                source,
-                new_name,
-                request.snapshot.as_deref(),
-                request.warm,
-            )
-            .await
-            .map_err(conflict_on_exists)?;
+        let owner = self.tenants.owner(&namespace).await?;
+        let size = self.platform.sandbox_size(&namespace, source).await?;
+        let ask = crate::daemon::services::tenants::Ask {
+            cpu_millis: Some(size.cpu_millis),
+            memory_bytes: Some(size.memory_bytes),
+            disk_bytes: Some(size.disk_bytes),
+        };
+        self.tenants
+            .admit(owner.as_ref(), Some(ask), async {
+                self.platform
+                    .fork_sandbox(
+                        &namespace,
+                        source,
+                        new_name,
+                        request.snapshot.as_deref(),
+                        request.warm,
+                    )
+                    .await
+                    .map_err(conflict_on_exists)
+            })
+            .await?;
         Ok((new_name.to_string(), namespace))
     }
 
     /// `GET /snapshots`.
-    pub async fn list(&self, query: &SnapshotListQuery) -> ServiceResult<Vec<Snapshot>> {
+    pub async fn list(
+        &self,
+        principal: &Principal,
+        query: &SnapshotListQuery,
+    ) -> ServiceResult<Vec<Snapshot>> {
         let kind = query.kind_filter().map_err(ServiceError::bad_request)?;
         let namespace = (!query.all_namespaces)
             .then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
-        Ok(self
+        let access = match namespace {
+            Some(ns) => self.tenants.require(principal, ns, Need::Read).await?,
+            None => self.tenants.access(principal).await?,
+        };
+        let mut snapshots = self
             .platform
             .list_snapshots(namespace, query.sandbox.as_deref(), kind)
-            .await?)
+            .await?;
+        snapshots.retain(|s| access.sees(&s.namespace));
+        Ok(snapshots)
     }
 
     /// `POST /snapshots/{name}/restore`: validates the request and overrides, then creates
     /// the sandbox; with `keep_snapshot: false` the snapshot goes once the sandbox is Ready.
     pub async fn restore(
         &self,
+        principal: &Principal,
         snapshot: &str,
         request: &RestoreRequest,
     ) -> ServiceResult<RestorePlan> {
@@ -142,6 +196,9 @@ impl SnapshotService {
         let new_name = request.require_new_sandbox_name().map_err(bad)?;
         names::validate_dns_label("new_sandbox_name", new_name).map_err(bad)?;
         let namespace = request.namespace().to_string();
+        self.tenants
+            .require(principal, &namespace, Need::Write)
+            .await?;
         // 404 for an absent snapshot before judging the overrides against it.
         let source_backend = self.platform.snapshot_backend(&namespace, snapshot).await?;
         if source_backend == KFD_BACKEND {
@@ -182,7 +239,7 @@ impl SnapshotService {
             .unwrap_or_default()
             .parse()
             .map_err(bad)?;
-        let plan = RestorePlan {
+        let mut plan = RestorePlan {
             namespace: namespace.clone(),
             new_name: new_name.to_string(),
             image: overrides.image.clone().filter(|i| !i.trim().is_empty()),
@@ -192,11 +249,34 @@ impl SnapshotService {
             entrypoint: overrides.entrypoint.clone(),
             cmd: overrides.cmd.clone(),
             before_script: overrides.before_script.clone().map(Some),
+            nodes: None,
         };
-        self.platform
-            .restore_snapshot(snapshot, plan.clone())
-            .await
-            .map_err(conflict_on_exists)?;
+        // The new sandbox's size: the overrides, else what the snapshot recorded; then the
+        // tenant's rules as for a create.
+        let recorded = self.platform.snapshot_size(&namespace, snapshot).await?;
+        let nonzero = |v: u64| (v > 0).then_some(v);
+        let mut sizing = Sizing {
+            cpu_millis: plan.cpu_millis.or(nonzero(recorded.cpu_millis)),
+            memory_bytes: plan.memory_bytes.or(nonzero(recorded.memory_bytes)),
+            ephemeral_bytes: plan.ephemeral_bytes.or(nonzero(recorded.disk_bytes)),
+            nodes: None,
+        };
+        let owner = self.tenants.owner(&namespace).await?;
+        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
+        (plan.cpu_millis, plan.memory_bytes, plan.ephemeral_bytes, plan.nodes) = (
+            sizing.cpu_millis,
+            sizing.memory_bytes,
+            sizing.ephemeral_bytes,
+            sizing.nodes.clone(),
+        );
+        self.tenants
+            .admit(owner.as_ref(), Some(sizing.ask()), async {
+                self.platform
+                    .restore_snapshot(snapshot, plan.clone())
+                    .await
+                    .map_err(conflict_on_exists)
+            })
+            .await?;
         if !request.keep_snapshot() {
             self.delete_when_ready(namespace, snapshot.to_string(), new_name.to_string());
         }
@@ -225,10 +305,15 @@ impl SnapshotService {
     }
 
     /// `POST /snapshots/gc`.
-    pub async fn gc(&self, request: &GcRequest) -> ServiceResult<GcResponse> {
+    pub async fn gc(&self, principal: &Principal, request: &GcRequest) -> ServiceResult<GcResponse> {
         let keep_for = request.keep_fork_for().map_err(ServiceError::bad_request)?;
         let namespace = (!request.all_namespaces)
             .then(|| request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
+        match namespace {
+            // GC across namespaces is the operator's (DESIGN.md §4).
+            None => principal.require_cluster_role(Role::Operator)?,
+            Some(ns) => self.tenants.require_write(principal, ns).await?,
+        }
         let results = self
             .platform
             .gc_snapshots(namespace, keep_for, request.dry_run)

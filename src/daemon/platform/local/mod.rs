@@ -15,7 +15,8 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
-    NewSandbox, Platform, PlatformError, PlatformResult, RestorePlan, StoredKey,
+    NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan, StoredKey,
+    StoredTenant,
 };
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
@@ -44,6 +45,21 @@ pub struct LocalPlatform {
     images: Arc<ImageStore>,
     sandboxes: OnceLock<Result<Arc<LocalSandboxes>, String>>,
     max_exec: Duration,
+}
+
+/// What one sandbox of this spec reserves.
+fn size_of(spec: &crate::daemon::runtime::engine::SandboxSpec) -> Reservation {
+    Reservation {
+        sandboxes: 1,
+        cpu_millis: spec.cpu_millis.unwrap_or(0),
+        memory_bytes: spec.memory_bytes.unwrap_or(0),
+        disk_bytes: spec.ephemeral_bytes.unwrap_or(0),
+        snapshot_bytes: 0,
+    }
+}
+
+fn tenant_not_found(name: &str) -> PlatformError {
+    PlatformError::NotFound(format!("tenant '{name}' not found"))
 }
 
 impl LocalPlatform {
@@ -232,6 +248,111 @@ impl Platform for LocalPlatform {
                     .map(|found| found.is_some())
             })
             .await
+    }
+
+    async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>> {
+        let rows = self
+            .db
+            .call(|conn| {
+                let mut statement = conn.prepare(
+                    "SELECT name, spec, generation, created FROM tenants ORDER BY name",
+                )?;
+                let rows = statement.query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                })?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(name, spec, generation, created)| {
+                let spec = serde_json::from_str(&spec).map_err(|e| {
+                    PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
+                })?;
+                Ok(StoredTenant {
+                    name,
+                    spec,
+                    generation,
+                    created,
+                })
+            })
+            .collect()
+    }
+
+    async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let spec = serde_json::to_string(&tenant.spec)
+            .map_err(|e| PlatformError::Store(e.to_string()))?;
+        let (name, generation, created) = (tenant.name.clone(), tenant.generation, tenant.created);
+        let inserted = self
+            .db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT OR IGNORE INTO tenants (name, spec, generation, created) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![name, spec, generation, created],
+                )
+            })
+            .await?;
+        if inserted == 0 {
+            return Err(PlatformError::AlreadyExists(format!(
+                "tenant '{}' already exists",
+                tenant.name
+            )));
+        }
+        Ok(())
+    }
+
+    async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let spec = serde_json::to_string(&tenant.spec)
+            .map_err(|e| PlatformError::Store(e.to_string()))?;
+        let (name, generation) = (tenant.name.clone(), tenant.generation);
+        let updated = self
+            .db
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE tenants SET spec = ?2, generation = ?3 WHERE name = ?1",
+                    params![name, spec, generation],
+                )
+            })
+            .await?;
+        if updated == 0 {
+            return Err(tenant_not_found(&tenant.name));
+        }
+        Ok(())
+    }
+
+    async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
+        let owned = name.to_string();
+        let deleted = self
+            .db
+            .call(move |conn| conn.execute("DELETE FROM tenants WHERE name = ?1", [&owned]))
+            .await?;
+        if deleted == 0 {
+            return Err(tenant_not_found(name));
+        }
+        Ok(())
+    }
+
+    async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        // With no sandbox runtime there are no sandboxes and no snapshots.
+        match self.sandboxes() {
+            Ok(manager) => Ok(manager.reservation(namespaces).await),
+            Err(_) => Ok(Reservation::default()),
+        }
+    }
+
+    async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        let record = self.sandboxes()?.record(namespace, name).await?;
+        Ok(size_of(&record.spec))
+    }
+
+    async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        let snapshot = self.sandboxes()?.snapshot_record(namespace, name).await?;
+        Ok(size_of(&snapshot.source))
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {

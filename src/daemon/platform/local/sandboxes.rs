@@ -76,6 +76,8 @@ pub struct LocalSandboxes {
     retiring: StdMutex<HashSet<u32>>,
     /// Bumped on every change of a record.
     pub(super) version: AtomicU64,
+    /// This host's node name (placement: a sandbox whose `nodes` exclude it stays Pending).
+    pub(super) node: String,
     /// Held while layers are released, and while a restore reads a snapshot's layers until
     /// its sandbox record (which references them) exists.
     pub(super) layers_lock: Mutex<()>,
@@ -168,6 +170,7 @@ impl LocalSandboxes {
             cpu_samples: StdMutex::new(HashMap::new()),
             retiring: StdMutex::new(HashSet::new()),
             version: AtomicU64::new(1),
+            node: host_node_name(),
             layers_lock: Mutex::new(()),
         });
         manager.reconcile().await;
@@ -239,6 +242,23 @@ impl LocalSandboxes {
             .await
     }
 
+    /// Why the sandbox cannot run on this host, if it cannot (its `nodes` exclude it).
+    pub(super) fn unschedulable(&self, spec: &SandboxSpec) -> Option<String> {
+        let nodes = spec.nodes.as_ref()?;
+        if nodes.iter().any(|n| *n == self.node) {
+            return None;
+        }
+        Some(format!(
+            "no node to run on: the sandbox may run only on {} and this host is node '{}'",
+            if nodes.is_empty() {
+                "no node".to_string()
+            } else {
+                nodes.join(", ")
+            },
+            self.node
+        ))
+    }
+
     /// Stores a new sandbox (Pending) and starts provisioning it.
     pub async fn create(self: &Arc<Self>, new: NewSandbox) -> PlatformResult<()> {
         self.create_on_layers(new, Vec::new()).await.map(drop)
@@ -307,6 +327,7 @@ impl LocalSandboxes {
                     layers,
                     entrypoint,
                     cmd,
+                    nodes: new.nodes,
                 },
                 backend: new.backend,
                 status: SandboxStatus::Pending,
@@ -316,6 +337,10 @@ impl LocalSandboxes {
                 created: now_unix(),
                 pid: None,
             };
+            let mut record = record;
+            if let Some(reason) = self.unschedulable(&record.spec) {
+                record.error_message = reason;
+            }
             let row = record.clone();
             let spec_json = serde_json::to_string(&row.spec)
                 .map_err(|e| PlatformError::Store(e.to_string()))?;
@@ -324,7 +349,7 @@ impl LocalSandboxes {
                     conn.execute(
                         "INSERT INTO sandboxes (id, namespace, name, image, backend, status, \
                          ready, restarts, error_message, created, slot, pid, spec) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, 'Pending', 0, 0, '', ?6, ?7, NULL, ?8)",
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'Pending', 0, 0, ?9, ?6, ?7, NULL, ?8)",
                         params![
                             row.spec.id,
                             row.spec.namespace,
@@ -334,6 +359,7 @@ impl LocalSandboxes {
                             row.created,
                             row.spec.slot,
                             spec_json,
+                            row.error_message,
                         ],
                     )
                     .map(drop)
@@ -343,6 +369,10 @@ impl LocalSandboxes {
             self.version.fetch_add(1, Ordering::SeqCst);
             record
         };
+        if !record.error_message.is_empty() {
+            tracing::info!(sandbox = %record.spec.id, reason = %record.error_message, "sandbox stays Pending");
+            return Ok(record.spec);
+        }
         tracing::info!(sandbox = %record.spec.id, namespace = %record.spec.namespace, name = %record.spec.name, image = %record.spec.image, "creating sandbox");
         let live = self.live(&record.spec.id, SandboxStatus::Pending);
         let manager = self.clone();
@@ -868,6 +898,7 @@ impl LocalSandboxes {
                         tracing::warn!(sandbox = %spec.id, error = %e, "finishing an interrupted delete");
                     }
                 }
+                SandboxStatus::Pending if self.unschedulable(&spec).is_some() => {}
                 SandboxStatus::Pending => {
                     tracing::info!(sandbox = %spec.id, "resuming an interrupted create");
                     let _ = self.sbxd.teardown(&spec, false).await;
@@ -1043,4 +1074,13 @@ impl LocalSandboxes {
             }
         }
     }
+}
+
+/// This host's node name: its hostname (as a kubelet names its node).
+pub fn host_node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
 }

@@ -14,7 +14,9 @@ use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::sandboxes::{
     LocalSandboxes, Record, new_id, runtime_error, status_text,
 };
-use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, RestorePlan};
+use crate::daemon::platform::{
+    NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
+};
 use crate::daemon::runtime::engine::SandboxSpec;
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::SandboxStatus;
@@ -420,6 +422,26 @@ impl LocalSandboxes {
         self.release_layers(&complete).await;
     }
 
+    /// What the sandboxes and snapshots of `namespaces` reserve (tenant quotas): every
+    /// sandbox record counts, paused and failed ones too, until it is deleted.
+    pub async fn reservation(&self, namespaces: &[String]) -> Reservation {
+        let mut total = Reservation::default();
+        for record in self.records.read().await.values() {
+            if namespaces.contains(&record.spec.namespace) {
+                total.sandboxes += 1;
+                total.cpu_millis += record.spec.cpu_millis.unwrap_or(0);
+                total.memory_bytes += record.spec.memory_bytes.unwrap_or(0);
+                total.disk_bytes += record.spec.ephemeral_bytes.unwrap_or(0);
+            }
+        }
+        for snapshot in self.snapshots.read().await.values() {
+            if namespaces.contains(&snapshot.namespace) {
+                total.snapshot_bytes += snapshot.size_bytes;
+            }
+        }
+        total
+    }
+
     /// Removes those of `layers` that no snapshot and no sandbox references any more.
     pub(super) async fn release_layers(&self, layers: &[String]) {
         let _guard = self.layers_lock.lock().await;
@@ -479,6 +501,7 @@ impl LocalSandboxes {
             additional_gids: source.additional_gids.clone(),
             capabilities: source.capabilities.clone(),
             backend: "sbxd".to_string(),
+            nodes: plan.nodes.clone().or_else(|| source.nodes.clone()),
         };
         let mut spec_entry = (plan.entrypoint.clone(), plan.cmd.clone());
         if spec_entry.0.is_none() {

@@ -1,0 +1,536 @@
+//! Tenancy, written once for every platform: the tenant resource and its nine rules, who may
+//! reach which namespace (DESIGN.md §4), and the quota check that sandbox and snapshot
+//! creates go through under a per-tenant lock.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::daemon::auth::Principal;
+use crate::daemon::config::Mode;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::platform::{Platform, PlatformError, Reservation, StoredTenant};
+use crate::shared::envelope::ErrorCode;
+use crate::shared::models::identity::Role;
+use crate::shared::models::tenant::{
+    CreateTenantRequest, PatchTenantRequest, Tenant, TenantSpec, TenantStatus, TenantUsage,
+};
+use crate::shared::names;
+use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
+use crate::shared::timestamp::now_unix;
+
+/// How often `status.usage` is recomputed (spec: every 60 seconds).
+pub const STATUS_REFRESH: Duration = Duration::from_secs(60);
+
+/// What a request does to a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Reads (`read-only` and up).
+    Read,
+    /// Changes (`user` and up).
+    Write,
+}
+
+/// Where a principal may act, and with which role.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    /// A role that holds in every namespace (cluster roles; an unscoped development key).
+    everywhere: Option<Role>,
+    /// Roles in single namespaces (tenant roles, narrowed by a key's `namespaces`).
+    namespaces: BTreeMap<String, Role>,
+}
+
+impl Access {
+    /// The role held in `namespace`, if any.
+    pub fn role_in(&self, namespace: &str) -> Option<Role> {
+        self.namespaces
+            .get(namespace)
+            .copied()
+            .max(self.everywhere)
+    }
+
+    /// Whether every namespace is visible (no filtering of lists needed).
+    pub fn everywhere(&self) -> bool {
+        self.everywhere.is_some()
+    }
+
+    /// Whether objects of `namespace` may be seen.
+    pub fn sees(&self, namespace: &str) -> bool {
+        self.role_in(namespace).is_some()
+    }
+}
+
+/// The tenant that owns a namespace, and its spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Owner {
+    /// Tenant name.
+    pub name: String,
+    /// Its spec.
+    pub spec: TenantSpec,
+}
+
+/// A sandbox-to-be, as quotas see it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ask {
+    /// CPU limit, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Disk limit, bytes.
+    pub disk_bytes: Option<u64>,
+}
+
+/// The tenant service.
+pub struct TenantService {
+    platform: Arc<dyn Platform>,
+    mode: Mode,
+    /// Every tenant, loaded on first use and kept in step by this service's writes.
+    tenants: tokio::sync::RwLock<Option<Vec<StoredTenant>>>,
+    /// One lock per tenant: quota checks and the creates they admit are serialized.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Tenant writes, one at a time (rule 1 compares against the other tenants).
+    writes: tokio::sync::Mutex<()>,
+    /// `status` per tenant and when it was computed.
+    statuses: Mutex<HashMap<String, (Instant, TenantStatus)>>,
+}
+
+fn parse_quantity(text: &Option<String>) -> Option<Quantity> {
+    text.as_deref().and_then(|t| Quantity::parse(t).ok())
+}
+
+fn millis(text: &Option<String>) -> Option<u64> {
+    parse_quantity(text).map(|q| q.millis() as u64)
+}
+
+fn bytes(text: &Option<String>) -> Option<u64> {
+    parse_quantity(text).map(|q| q.value_ceil() as u64)
+}
+
+impl TenantService {
+    /// A service over a platform.
+    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> TenantService {
+        TenantService {
+            platform,
+            mode,
+            tenants: tokio::sync::RwLock::new(None),
+            locks: Mutex::new(HashMap::new()),
+            writes: tokio::sync::Mutex::new(()),
+            statuses: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Every tenant (from memory after the first call).
+    pub async fn all(&self) -> ServiceResult<Vec<StoredTenant>> {
+        if let Some(tenants) = self.tenants.read().await.as_ref() {
+            return Ok(tenants.clone());
+        }
+        let mut slot = self.tenants.write().await;
+        if slot.is_none() {
+            *slot = Some(self.platform.list_tenants().await?);
+        }
+        Ok(slot.clone().unwrap_or_default())
+    }
+
+    async fn reload(&self) -> ServiceResult<()> {
+        let fresh = self.platform.list_tenants().await?;
+        *self.tenants.write().await = Some(fresh);
+        Ok(())
+    }
+
+    /// The tenant owning `namespace`, if any.
+    pub async fn owner(&self, namespace: &str) -> ServiceResult<Option<Owner>> {
+        Ok(self
+            .all()
+            .await?
+            .into_iter()
+            .find(|t| t.spec.namespaces.iter().any(|n| n == namespace))
+            .map(|t| Owner {
+                name: t.name,
+                spec: t.spec,
+            }))
+    }
+
+    /// Where `principal` may act.
+    pub async fn access(&self, principal: &Principal) -> ServiceResult<Access> {
+        let mut access = Access {
+            everywhere: principal.cluster_role,
+            namespaces: BTreeMap::new(),
+        };
+        if let Some(role) = principal.unscoped_role {
+            if principal.namespaces.is_empty() {
+                access.everywhere = access.everywhere.max(Some(role));
+            } else {
+                for ns in &principal.namespaces {
+                    let held = access.namespaces.entry(ns.clone()).or_insert(role);
+                    *held = (*held).max(role);
+                }
+            }
+        }
+        if !principal.tenant_roles.is_empty() {
+            for tenant in self.all().await? {
+                let Some(&role) = principal.tenant_roles.get(&tenant.name) else {
+                    continue;
+                };
+                for ns in &tenant.spec.namespaces {
+                    if !principal.namespaces.is_empty() && !principal.namespaces.contains(ns) {
+                        continue;
+                    }
+                    let held = access.namespaces.entry(ns.clone()).or_insert(role);
+                    *held = (*held).max(role);
+                }
+            }
+        }
+        Ok(access)
+    }
+
+    /// 403 unless `principal` may `need` in `namespace`. Reads of named objects use
+    /// [`TenantService::require_read`] instead, which answers 404.
+    pub async fn require(
+        &self,
+        principal: &Principal,
+        namespace: &str,
+        need: Need,
+    ) -> ServiceResult<Access> {
+        let access = self.access(principal).await?;
+        match (access.role_in(namespace), need) {
+            (None, _) => Err(ServiceError::forbidden(format!(
+                "{} has no access to namespace '{namespace}'",
+                principal.subject
+            ))),
+            (Some(Role::ReadOnly), Need::Write) => Err(ServiceError::forbidden(format!(
+                "{} has the read-only role in namespace '{namespace}': this operation changes \
+                 state",
+                principal.subject
+            ))),
+            _ => Ok(access),
+        }
+    }
+
+    /// For reads of a named object: 404 with `missing` (the same answer as for an object
+    /// that does not exist) unless `principal` may read in `namespace`.
+    pub async fn require_read(
+        &self,
+        principal: &Principal,
+        namespace: &str,
+        missing: impl FnOnce() -> String,
+    ) -> ServiceResult<()> {
+        if self.access(principal).await?.sees(namespace) {
+            Ok(())
+        } else {
+            Err(ServiceError::not_found(missing()))
+        }
+    }
+
+    /// For writes to a named object: 404 as for reads when the caller cannot even see the
+    /// namespace would leak nothing either, but the contract says 403 for writes there.
+    pub async fn require_write(&self, principal: &Principal, namespace: &str) -> ServiceResult<()> {
+        self.require(principal, namespace, Need::Write)
+            .await
+            .map(drop)
+    }
+
+    fn lock_of(&self, tenant: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(tenant.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Runs `create` under the tenant's lock after checking that `ask` (one more sandbox of
+    /// that size; `None`: a snapshot) fits the tenant's quotas: 403 `QuotaExceeded`
+    /// otherwise. Without an owning tenant, just runs `create`.
+    pub async fn admit<T, F>(
+        &self,
+        owner: Option<&Owner>,
+        ask: Option<Ask>,
+        create: F,
+    ) -> ServiceResult<T>
+    where
+        F: std::future::Future<Output = ServiceResult<T>>,
+    {
+        let Some(owner) = owner else {
+            return create.await;
+        };
+        let Some(quotas) = owner.spec.quotas.clone() else {
+            return create.await;
+        };
+        let lock = self.lock_of(&owner.name);
+        let _held = lock.lock().await;
+        let used = self.platform.reservation(&owner.spec.namespaces).await?;
+        let exceeded = |what: &str, used: String, limit: String| {
+            ServiceError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "tenant '{}' quota exceeded: {what} would be above its quota of {limit} \
+                     ({used} in use)",
+                    owner.name
+                ),
+            )
+        };
+        match ask {
+            Some(ask) => {
+                if let Some(max) = quotas.sandboxes {
+                    if used.sandboxes + 1 > max {
+                        return Err(exceeded(
+                            "sandboxes",
+                            used.sandboxes.to_string(),
+                            max.to_string(),
+                        ));
+                    }
+                }
+                if let Some(max) = millis(&quotas.vcpu) {
+                    if used.cpu_millis + ask.cpu_millis.unwrap_or(0) > max {
+                        return Err(exceeded(
+                            "vcpu",
+                            format_cpu_millis(used.cpu_millis),
+                            quotas.vcpu.clone().unwrap_or_default(),
+                        ));
+                    }
+                }
+                if let Some(max) = bytes(&quotas.memory) {
+                    if used.memory_bytes + ask.memory_bytes.unwrap_or(0) > max {
+                        return Err(exceeded(
+                            "memory",
+                            format_bytes_binary(used.memory_bytes),
+                            quotas.memory.clone().unwrap_or_default(),
+                        ));
+                    }
+                }
+                if let Some(max) = bytes(&quotas.disk) {
+                    if used.disk_bytes + ask.disk_bytes.unwrap_or(0) > max {
+                        return Err(exceeded(
+                            "disk",
+                            format_bytes_binary(used.disk_bytes),
+                            quotas.disk.clone().unwrap_or_default(),
+                        ));
+                    }
+                }
+            }
+            None => {
+                if let Some(max) = bytes(&quotas.snapshot_storage) {
+                    if used.snapshot_bytes >= max {
+                        return Err(exceeded(
+                            "snapshotStorage",
+                            format_bytes_binary(used.snapshot_bytes),
+                            quotas.snapshot_storage.clone().unwrap_or_default(),
+                        ));
+                    }
+                }
+            }
+        }
+        create.await
+    }
+
+    /// A tenant's observed state, recomputed when older than [`STATUS_REFRESH`].
+    async fn status(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
+        if let Some((at, status)) = self
+            .statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tenant.name)
+        {
+            if at.elapsed() < STATUS_REFRESH && status.observed_generation == tenant.generation {
+                return Ok(status.clone());
+            }
+        }
+        let used = self.platform.reservation(&tenant.spec.namespaces).await?;
+        let status = status_of(used, tenant.generation);
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant.name.clone(), (Instant::now(), status.clone()));
+        Ok(status)
+    }
+
+    /// Rewrites every tenant's `status` every [`STATUS_REFRESH`] (tenant rule 4).
+    pub async fn status_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(STATUS_REFRESH);
+        loop {
+            tick.tick().await;
+            self.refresh_statuses().await;
+        }
+    }
+
+    /// Recomputes every tenant's status (the 60-second sweep).
+    pub async fn refresh_statuses(&self) {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        if let Ok(tenants) = self.all().await {
+            for tenant in tenants {
+                let _ = self.status(&tenant).await;
+            }
+        }
+    }
+
+    async fn read_form(&self, tenant: StoredTenant) -> ServiceResult<Tenant> {
+        let status = self.status(&tenant).await?;
+        Ok(Tenant::new(tenant.name, tenant.spec, status))
+    }
+
+    /// `GET /tenants`.
+    pub async fn list(&self) -> ServiceResult<Vec<Tenant>> {
+        let mut out = Vec::new();
+        for tenant in self.all().await? {
+            out.push(self.read_form(tenant).await?);
+        }
+        Ok(out)
+    }
+
+    /// `GET /tenants/{name}`.
+    pub async fn get(&self, name: &str) -> ServiceResult<Tenant> {
+        let tenant = self.stored(name).await?;
+        self.read_form(tenant).await
+    }
+
+    async fn stored(&self, name: &str) -> ServiceResult<StoredTenant> {
+        self.all()
+            .await?
+            .into_iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| ServiceError::not_found(format!("tenant '{name}' not found")))
+    }
+
+    /// Rules a spec must meet against the other tenants (rule 1) and on its own.
+    async fn check_spec(&self, name: &str, spec: &TenantSpec) -> ServiceResult<()> {
+        let bad = ServiceError::bad_request;
+        spec.validate().map_err(bad)?;
+        for ns in &spec.namespaces {
+            names::validate_dns_label("namespace", ns).map_err(bad)?;
+        }
+        for node in spec.nodes.iter().flatten() {
+            names::validate_dns_subdomain("node name", node).map_err(bad)?;
+        }
+        for other in self.all().await? {
+            if other.name == name {
+                continue;
+            }
+            if let Some(ns) = spec.namespaces.iter().find(|n| other.spec.namespaces.contains(n)) {
+                return Err(bad(format!(
+                    "namespace '{ns}' already belongs to tenant '{}'",
+                    other.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `POST /tenants`.
+    pub async fn create(&self, request: &CreateTenantRequest) -> ServiceResult<Tenant> {
+        let bad = ServiceError::bad_request;
+        let name = request.require_name().map_err(bad)?;
+        names::validate_dns_label("tenant name", name).map_err(bad)?;
+        let spec = request.require_spec().map_err(bad)?.clone();
+        let _writes = self.writes.lock().await;
+        self.check_spec(name, &spec).await?;
+        let tenant = StoredTenant {
+            name: name.to_string(),
+            spec,
+            generation: 1,
+            created: now_unix(),
+        };
+        match self.platform.insert_tenant(&tenant).await {
+            Ok(()) => {}
+            Err(PlatformError::AlreadyExists(m)) => return Err(ServiceError::conflict(m)),
+            Err(e) => return Err(e.into()),
+        }
+        self.reload().await?;
+        tracing::info!(tenant = %tenant.name, namespaces = ?tenant.spec.namespaces, "tenant created");
+        self.read_form(tenant).await
+    }
+
+    /// `PATCH /tenants/{name}`: whole sections replaced, `null` removes one (rule 7).
+    pub async fn update(&self, name: &str, request: &PatchTenantRequest) -> ServiceResult<Tenant> {
+        let _writes = self.writes.lock().await;
+        let mut tenant = self.stored(name).await?;
+        let spec = request
+            .spec
+            .apply(&tenant.spec)
+            .map_err(ServiceError::bad_request)?;
+        self.check_spec(name, &spec).await?;
+        if spec != tenant.spec {
+            tenant.spec = spec;
+            tenant.generation += 1;
+            self.platform.update_tenant(&tenant).await?;
+            self.reload().await?;
+            tracing::info!(tenant = %name, generation = tenant.generation, "tenant updated");
+        }
+        self.read_form(tenant).await
+    }
+
+    /// Removes a tenant once the caller has dealt with its sandboxes.
+    pub async fn remove(&self, name: &str) -> ServiceResult<()> {
+        let _writes = self.writes.lock().await;
+        self.platform.delete_tenant(name).await?;
+        self.reload().await?;
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        tracing::info!(tenant = %name, "tenant deleted");
+        Ok(())
+    }
+
+    /// The stored tenant of this name (404 when absent).
+    pub async fn require_tenant(&self, name: &str) -> ServiceResult<StoredTenant> {
+        self.stored(name).await
+    }
+
+    /// Production mode needs a tenant for tenant roles (the key service asks).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+/// The status read form of a reservation.
+fn status_of(used: Reservation, generation: i64) -> TenantStatus {
+    TenantStatus {
+        usage: TenantUsage {
+            sandboxes: used.sandboxes.to_string(),
+            vcpu: format_cpu_millis(used.cpu_millis),
+            memory: format_bytes_binary(used.memory_bytes),
+            disk: format_bytes_binary(used.disk_bytes),
+            snapshot_storage: format_bytes_binary(used.snapshot_bytes),
+        },
+        observed_generation: generation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_takes_the_highest_role_per_namespace() {
+        let mut access = Access::default();
+        access.namespaces.insert("a".into(), Role::ReadOnly);
+        assert_eq!(access.role_in("a"), Some(Role::ReadOnly));
+        assert_eq!(access.role_in("b"), None);
+        assert!(!access.everywhere());
+        access.everywhere = Some(Role::Operator);
+        assert_eq!(access.role_in("a"), Some(Role::Operator));
+        assert!(access.sees("b"));
+    }
+
+    #[test]
+    fn status_reads_as_quantities() {
+        let status = status_of(
+            Reservation {
+                sandboxes: 2,
+                cpu_millis: 1500,
+                memory_bytes: 3 << 30,
+                disk_bytes: 0,
+                snapshot_bytes: 512 << 20,
+            },
+            4,
+        );
+        assert_eq!(status.usage.sandboxes, "2");
+        assert_eq!(status.usage.vcpu, "1500m");
+        assert_eq!(status.usage.memory, "3Gi");
+        assert_eq!(status.usage.disk, "0");
+        assert_eq!(status.usage.snapshot_storage, "512Mi");
+        assert_eq!(status.observed_generation, 4);
+    }
+}
