@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::shared::envelope::{ApiError, DataEnvelope};
 use crate::shared::models::health::{HealthResponse, RootInfo};
+use crate::shared::models::tenant::{CreateTenantRequest, DeleteTenantResponse, Tenant};
 use crate::shared::models::identity::{
     ApiKey, CreateKeyRequest, RevokeKeysResponse, WhoamiResponse,
 };
@@ -182,6 +183,42 @@ impl ApiClient {
     /// `DELETE /api/v1/keys/{name}`.
     pub async fn revoke_keys(&self, name: &str) -> ClientResult<RevokeKeysResponse> {
         let path = format!("/api/v1/keys/{}", encode_segment(name));
+        self.send(self.request(Method::DELETE, &path)).await
+    }
+
+    /// `GET /api/v1/tenants`.
+    pub async fn list_tenants(&self) -> ClientResult<Vec<Tenant>> {
+        self.send(self.request(Method::GET, "/api/v1/tenants")).await
+    }
+
+    /// `GET /api/v1/tenants/{name}`.
+    pub async fn get_tenant(&self, name: &str) -> ClientResult<Tenant> {
+        let path = format!("/api/v1/tenants/{}", encode_segment(name));
+        self.send(self.request(Method::GET, &path)).await
+    }
+
+    /// `POST /api/v1/tenants`.
+    pub async fn create_tenant(&self, request: &CreateTenantRequest) -> ClientResult<Tenant> {
+        self.send_json(Method::POST, "/api/v1/tenants", request)
+            .await
+    }
+
+    /// `PATCH /api/v1/tenants/{name}` with a raw JSON body (`null` removes a section).
+    pub async fn patch_tenant(&self, name: &str, body: &serde_json::Value) -> ClientResult<Tenant> {
+        let path = format!("/api/v1/tenants/{}", encode_segment(name));
+        self.send_json(Method::PATCH, &path, body).await
+    }
+
+    /// `DELETE /api/v1/tenants/{name}[?cascade=true]`.
+    pub async fn delete_tenant(
+        &self,
+        name: &str,
+        cascade: bool,
+    ) -> ClientResult<DeleteTenantResponse> {
+        let mut path = format!("/api/v1/tenants/{}", encode_segment(name));
+        if cascade {
+            path.push_str("?cascade=true");
+        }
         self.send(self.request(Method::DELETE, &path)).await
     }
 

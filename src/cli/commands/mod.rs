@@ -6,6 +6,7 @@ pub mod login;
 pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
+pub mod tenant;
 pub mod whoami;
 
 use std::process::ExitCode;
@@ -31,6 +32,9 @@ pub enum Command {
     Sandbox(sandbox::SandboxCommand),
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Create, read, update and delete tenants
+    #[command(subcommand)]
+    Tenant(tenant::TenantCommand),
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -77,6 +81,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Key(command) => key::run(&Context::new(&cli)?, command).await,
         Command::Sandbox(command) => sandbox::run(&Context::new(&cli)?, command).await,
         Command::Snapshot(command) => snapshot::run(&Context::new(&cli)?, command).await,
+        Command::Tenant(command) => tenant::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,

@@ -441,7 +441,8 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn confirm(question: &str) -> Result<bool> {
+/// Asks a yes/no question on the terminal; only `y`/`yes` is yes.
+pub(crate) fn confirm(question: &str) -> Result<bool> {
     eprint!("{question} [y/N] ");
     std::io::stderr().flush().ok();
     let mut answer = String::new();
