@@ -41,6 +41,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "whoami" -d 'Show who the AP
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "tenant" -d 'Create, read, update and delete tenants'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
@@ -542,6 +543,128 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "restore" -d 'Create a new sandbox from a snapshot'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "gc" -d 'Delete `fork` snapshots older than a threshold (pause and named snapshots are kept)'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "list" -d 'List tenants with their usage'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "ls" -d 'List tenants with their usage'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "get" -d 'Show one tenant: spec and usage'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "create" -d 'Create a tenant'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "update" -d 'Update a tenant: each section given replaces the current one; --clear removes one'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "delete" -d 'Delete a tenant; refused while it has sandboxes unless --cascade'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "rm" -d 'Delete a tenant; refused while it has sandboxes unless --cascade'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s n -l namespace -d 'Namespace owned by the tenant, created if missing (repeatable; at least one)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l node -d 'Node the tenant\'s sandboxes are confined to (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l default-size -d 'Size of sandboxes created without limits: cpu=1,memory=2Gi,disk=10Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l quota -d 'Tenant-wide quotas: sandboxes=10,vcpu=8,memory=16Gi,disk=100Gi,snapshotStorage=50Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l max-size -d 'Largest sandbox: cpu=2,memory=4Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s f -l file -d 'Spec from a YAML or JSON file (`spec:` or the spec itself); flags override its sections' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s n -l namespace -d 'Namespace owned by the tenant, created if missing (repeatable; at least one)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l node -d 'Node the tenant\'s sandboxes are confined to (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l default-size -d 'Size of sandboxes created without limits: cpu=1,memory=2Gi,disk=10Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l quota -d 'Tenant-wide quotas: sandboxes=10,vcpu=8,memory=16Gi,disk=100Gi,snapshotStorage=50Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l max-size -d 'Largest sandbox: cpu=2,memory=4Gi' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s f -l file -d 'Spec from a YAML or JSON file (`spec:` or the spec itself); flags override its sections' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l clear -d 'Remove a section: nodes, defaultSize, quotas or limits (repeatable)' -r -f -a "nodes\t''
+defaultSize\t''
+quotas\t''
+limits\t''"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -l cascade -d 'Delete the tenant\'s sandboxes too'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s y -l yes -d 'Do not ask for confirmation (--cascade asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -l cascade -d 'Delete the tenant\'s sandboxes too'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s y -l yes -d 'Do not ask for confirmation (--cascade asks on a terminal)'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "list" -d 'List tenants with their usage'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show one tenant: spec and usage'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "create" -d 'Create a tenant'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "update" -d 'Update a tenant: each section given replaces the current one; --clear removes one'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "delete" -d 'Delete a tenant; refused while it has sandboxes unless --cascade'
+complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -638,16 +761,17 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
@@ -668,6 +792,11 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "delete" -d 'Show one snapshot (or delete it)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "restore" -d 'Create a new sandbox from a snapshot'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from snapshot" -f -a "gc" -d 'Delete `fork` snapshots older than a threshold (pause and named snapshots are kept)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "list" -d 'List tenants with their usage'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "get" -d 'Show one tenant: spec and usage'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "create" -d 'Create a tenant'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "update" -d 'Update a tenant: each section given replaces the current one; --clear removes one'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "delete" -d 'Delete a tenant; refused while it has sandboxes unless --cascade'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the images in the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'

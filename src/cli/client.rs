@@ -8,7 +8,6 @@ use serde::de::DeserializeOwned;
 
 use crate::shared::envelope::{ApiError, DataEnvelope};
 use crate::shared::models::health::{HealthResponse, RootInfo};
-use crate::shared::models::tenant::{CreateTenantRequest, DeleteTenantResponse, Tenant};
 use crate::shared::models::identity::{
     ApiKey, CreateKeyRequest, RevokeKeysResponse, WhoamiResponse,
 };
@@ -23,6 +22,7 @@ use crate::shared::models::sandbox::{
 use crate::shared::models::snapshot::{
     GcRequest, GcResponse, RestoreRequest, RestoreResponse, Snapshot, SnapshotListQuery,
 };
+use crate::shared::models::tenant::{CreateTenantRequest, DeleteTenantResponse, Tenant};
 use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse};
 use crate::shared::paths::API_KEY_HEADER;
 
@@ -188,7 +188,8 @@ impl ApiClient {
 
     /// `GET /api/v1/tenants`.
     pub async fn list_tenants(&self) -> ClientResult<Vec<Tenant>> {
-        self.send(self.request(Method::GET, "/api/v1/tenants")).await
+        self.send(self.request(Method::GET, "/api/v1/tenants"))
+            .await
     }
 
     /// `GET /api/v1/tenants/{name}`.

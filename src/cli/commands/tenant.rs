@@ -137,8 +137,7 @@ fn sections(flags: &SpecFlags) -> Result<Map<String, Value>> {
     let mut spec = match &flags.file {
         None => Map::new(),
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
             let value: Value =
                 serde_yaml_ng::from_str(&text).with_context(|| format!("parsing {path}"))?;
             let value = value.get("spec").cloned().unwrap_or(value);
@@ -225,11 +224,15 @@ fn size_text(spec: &TenantSpec) -> String {
     let Some(size) = &spec.default_size else {
         return "-".into();
     };
-    [("cpu", &size.cpu), ("memory", &size.memory), ("disk", &size.disk)]
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
-        .collect::<Vec<_>>()
-        .join(",")
+    [
+        ("cpu", &size.cpu),
+        ("memory", &size.memory),
+        ("disk", &size.disk),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 impl Detail for Tenant {
@@ -375,11 +378,21 @@ mod tests {
             quota: vec!["pods=3".into()],
             ..Default::default()
         };
-        assert!(sections(&bad).unwrap_err().to_string().contains("unknown key 'pods'"));
+        assert!(
+            sections(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown key 'pods'")
+        );
         let bad = SpecFlags {
             quota: vec!["sandboxes=many".into()],
             ..Default::default()
         };
-        assert!(sections(&bad).unwrap_err().to_string().contains("whole number"));
+        assert!(
+            sections(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("whole number")
+        );
     }
 }

@@ -191,8 +191,7 @@ pub fn apply_tenant_policy(
             None => principal.nodes.clone(),
         });
     }
-    if mode == Mode::Production && (sizing.cpu_millis.is_none() || sizing.memory_bytes.is_none())
-    {
+    if mode == Mode::Production && (sizing.cpu_millis.is_none() || sizing.memory_bytes.is_none()) {
         return Err(bad(
             "in production mode every sandbox needs `cpu` and `memory` limits, from the \
              request or from its tenant's defaultSize"
@@ -373,7 +372,12 @@ impl SandboxService {
         };
         apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
         let ask = sizing.ask();
-        (new.cpu_millis, new.memory_bytes, new.ephemeral_bytes, new.nodes) = (
+        (
+            new.cpu_millis,
+            new.memory_bytes,
+            new.ephemeral_bytes,
+            new.nodes,
+        ) = (
             sizing.cpu_millis,
             sizing.memory_bytes,
             sizing.ephemeral_bytes,

@@ -10,8 +10,8 @@ use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
 use crate::daemon::runtime::images::normalize_reference;
 use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Sizing, apply_tenant_policy};
 use crate::daemon::services::tenants::{Need, TenantService};
-use crate::shared::models::identity::Role;
 use crate::shared::models::DEFAULT_NAMESPACE;
+use crate::shared::models::identity::Role;
 use crate::shared::models::sandbox::{CreateSnapshotRequest, ForkRequest, SandboxStatus};
 use crate::shared::models::snapshot::{
     GcRequest, GcResponse, RestoreRequest, Snapshot, SnapshotKind, SnapshotListQuery,
@@ -263,7 +263,12 @@ impl SnapshotService {
         };
         let owner = self.tenants.owner(&namespace).await?;
         apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
-        (plan.cpu_millis, plan.memory_bytes, plan.ephemeral_bytes, plan.nodes) = (
+        (
+            plan.cpu_millis,
+            plan.memory_bytes,
+            plan.ephemeral_bytes,
+            plan.nodes,
+        ) = (
             sizing.cpu_millis,
             sizing.memory_bytes,
             sizing.ephemeral_bytes,
@@ -305,7 +310,11 @@ impl SnapshotService {
     }
 
     /// `POST /snapshots/gc`.
-    pub async fn gc(&self, principal: &Principal, request: &GcRequest) -> ServiceResult<GcResponse> {
+    pub async fn gc(
+        &self,
+        principal: &Principal,
+        request: &GcRequest,
+    ) -> ServiceResult<GcResponse> {
         let keep_for = request.keep_fork_for().map_err(ServiceError::bad_request)?;
         let namespace = (!request.all_namespaces)
             .then(|| request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));

@@ -42,10 +42,7 @@ pub struct Access {
 impl Access {
     /// The role held in `namespace`, if any.
     pub fn role_in(&self, namespace: &str) -> Option<Role> {
-        self.namespaces
-            .get(namespace)
-            .copied()
-            .max(self.everywhere)
+        self.namespaces.get(namespace).copied().max(self.everywhere)
     }
 
     /// Whether every namespace is visible (no filtering of lists needed).
@@ -407,7 +404,11 @@ impl TenantService {
             if other.name == name {
                 continue;
             }
-            if let Some(ns) = spec.namespaces.iter().find(|n| other.spec.namespaces.contains(n)) {
+            if let Some(ns) = spec
+                .namespaces
+                .iter()
+                .find(|n| other.spec.namespaces.contains(n))
+            {
                 return Err(bad(format!(
                     "namespace '{ns}' already belongs to tenant '{}'",
                     other.name

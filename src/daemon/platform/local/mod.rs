@@ -254,9 +254,8 @@ impl Platform for LocalPlatform {
         let rows = self
             .db
             .call(|conn| {
-                let mut statement = conn.prepare(
-                    "SELECT name, spec, generation, created FROM tenants ORDER BY name",
-                )?;
+                let mut statement = conn
+                    .prepare("SELECT name, spec, generation, created FROM tenants ORDER BY name")?;
                 let rows = statement.query_map([], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
@@ -284,8 +283,8 @@ impl Platform for LocalPlatform {
     }
 
     async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec = serde_json::to_string(&tenant.spec)
-            .map_err(|e| PlatformError::Store(e.to_string()))?;
+        let spec =
+            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
         let (name, generation, created) = (tenant.name.clone(), tenant.generation, tenant.created);
         let inserted = self
             .db
@@ -307,8 +306,8 @@ impl Platform for LocalPlatform {
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec = serde_json::to_string(&tenant.spec)
-            .map_err(|e| PlatformError::Store(e.to_string()))?;
+        let spec =
+            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
         let (name, generation) = (tenant.name.clone(), tenant.generation);
         let updated = self
             .db

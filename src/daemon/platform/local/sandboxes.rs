@@ -245,7 +245,7 @@ impl LocalSandboxes {
     /// Why the sandbox cannot run on this host, if it cannot (its `nodes` exclude it).
     pub(super) fn unschedulable(&self, spec: &SandboxSpec) -> Option<String> {
         let nodes = spec.nodes.as_ref()?;
-        if nodes.iter().any(|n| *n == self.node) {
+        if nodes.contains(&self.node) {
             return None;
         }
         Some(format!(
