@@ -30,6 +30,10 @@ pub struct Principal {
     pub namespaces: Vec<String>,
     /// Nodes the principal may place sandboxes on (empty: any its tenant allows).
     pub nodes: Vec<String>,
+    /// The token's issuer (OIDC principals).
+    pub issuer: Option<String>,
+    /// The token's groups (OIDC principals).
+    pub groups: Option<Vec<String>>,
 }
 
 impl Principal {
@@ -43,6 +47,8 @@ impl Principal {
             unscoped_role: None,
             namespaces: key.namespaces.clone(),
             nodes: key.nodes.clone(),
+            issuer: None,
+            groups: None,
         };
         match (&key.tenant, key.role.is_tenant_scoped()) {
             (_, false) => principal.cluster_role = Some(key.role),
@@ -83,8 +89,8 @@ impl Principal {
             principal_type: self.principal_type,
             subject: self.subject.clone(),
             grants: self.grants(),
-            issuer: None,
-            groups: None,
+            issuer: self.issuer.clone(),
+            groups: self.groups.clone(),
         }
     }
 
@@ -138,7 +144,7 @@ fn credential(parts: &Parts) -> ServiceResult<&str> {
         let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
         if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
             return Err(ServiceError::unauthorized(
-                "the Authorization header must be 'Bearer <API key>'",
+                "the Authorization header must be 'Bearer <API key or OIDC token>'",
             ));
         }
         return Ok(token.trim());
@@ -154,6 +160,15 @@ fn credential(parts: &Parts) -> ServiceResult<&str> {
 pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let principal = match credential(&parts) {
+        Ok(token) if crate::daemon::oidc::looks_like_jwt(token) => match &state.oidc {
+            Some(verifier) => match verifier.verify(token).await {
+                Ok(identity) => state.bindings.principal(&identity).await,
+                Err(e) => Err(e),
+            },
+            None => Err(ServiceError::unauthorized(
+                "a bearer JWT was sent but OIDC is not configured on this service",
+            )),
+        },
         Ok(token) => state.keys.authenticate(token).await,
         Err(e) => Err(e),
     };

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::Deserialize;
 
+use crate::daemon::oidc::OidcConfig;
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::paths;
@@ -113,6 +114,8 @@ pub struct FileConfig {
     pub network: Option<NetworkConfig>,
     /// `[images]`: image pulls.
     pub images: Option<ImagesConfig>,
+    /// `[oidc]`: accept bearer JWTs from this issuer.
+    pub oidc: Option<OidcConfig>,
 }
 
 /// `[images]` section.
@@ -144,6 +147,8 @@ pub struct Config {
     pub network: NetworkConfig,
     /// Image pulls.
     pub images: ImagesConfig,
+    /// OIDC bearer tokens (off when absent).
+    pub oidc: Option<OidcConfig>,
 }
 
 /// A configuration that cannot be used, with the reason.
@@ -165,6 +170,9 @@ pub enum ConfigError {
         /// The parser's message.
         message: String,
     },
+    /// A section's values cannot be used.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
     /// The listen address does not parse.
     #[error("invalid listen address '{0}': expected HOST:PORT such as 127.0.0.1:8080")]
     Listen(String),
@@ -199,6 +207,13 @@ impl Config {
                 images.preload.extend(overrides.preload);
                 images
             },
+            oidc: match file.oidc {
+                Some(oidc) => {
+                    oidc.validate().map_err(ConfigError::Invalid)?;
+                    Some(oidc)
+                }
+                None => None,
+            },
         })
     }
 
@@ -212,6 +227,7 @@ impl Config {
             runtime: RuntimeConfig::default(),
             network: NetworkConfig::default(),
             images: ImagesConfig::default(),
+            oidc: None,
         }
     }
 }

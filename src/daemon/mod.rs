@@ -3,6 +3,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod oidc;
 pub mod openapi;
 pub mod platform;
 pub mod routes;
@@ -80,7 +81,12 @@ pub async fn prepare(config: Config) -> Result<AppState, ServeError> {
     let state = AppState::new(config, platform);
     let startup = |e: error::ServiceError| ServeError::Startup(e.internal.unwrap_or(e.message));
     state.keys.reload().await.map_err(startup)?;
-    state.keys.ensure_admin().await.map_err(startup)?;
+    let admin_binding = state.bindings.has_admin_binding().await.map_err(startup)?;
+    state
+        .keys
+        .ensure_admin(admin_binding)
+        .await
+        .map_err(startup)?;
     Ok(state)
 }
 

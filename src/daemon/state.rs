@@ -2,8 +2,10 @@
 use std::sync::Arc;
 
 use crate::daemon::config::Config;
+use crate::daemon::oidc::OidcVerifier;
 use crate::daemon::platform::Platform;
 use crate::daemon::runtime::images::ImageStore;
+use crate::daemon::services::bindings::BindingService;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::sandboxes::SandboxService;
 use crate::daemon::services::snapshots::SnapshotService;
@@ -24,6 +26,10 @@ pub struct AppState {
     pub snapshots: Arc<SnapshotService>,
     /// Tenants, access to namespaces, quotas.
     pub tenants: Arc<TenantService>,
+    /// Role bindings for OIDC principals.
+    pub bindings: Arc<BindingService>,
+    /// Bearer-JWT verification, when `[oidc]` is configured.
+    pub oidc: Option<Arc<OidcVerifier>>,
     /// The host's image store (local platform only).
     pub images: Option<Arc<ImageStore>>,
 }
@@ -40,6 +46,8 @@ impl AppState {
             config.mode,
         ));
         let images = platform.image_store();
+        let bindings = Arc::new(BindingService::new(platform.clone()));
+        let oidc = config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c)));
         let snapshots = Arc::new(SnapshotService::new(
             platform.clone(),
             tenants.clone(),
@@ -52,6 +60,8 @@ impl AppState {
             sandboxes,
             snapshots,
             tenants,
+            bindings,
+            oidc,
             images,
         }
     }

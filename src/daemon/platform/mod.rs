@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::daemon::runtime::images::ImageStore;
-use crate::shared::models::identity::ApiKey;
+use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::models::tenant::TenantSpec;
@@ -163,6 +163,11 @@ pub trait Platform: Send + Sync + 'static {
     async fn delete_keys_named(&self, name: &str) -> PlatformResult<Vec<String>>;
     /// Records a successful authentication of a key.
     async fn touch_key(&self, id: &str, at: i64) -> PlatformResult<()>;
+
+    /// The role-binding document (empty when never written).
+    async fn role_bindings(&self) -> PlatformResult<RoleBindings>;
+    /// Replaces the role-binding document.
+    async fn put_role_bindings(&self, document: &RoleBindings) -> PlatformResult<()>;
 
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;

@@ -1,5 +1,6 @@
 //! `/api/v1/auth/*` and `/api/v1/role-bindings`: who is calling, OIDC discovery, bindings.
 use axum::Router;
+use axum::extract::State;
 use axum::routing::get;
 
 use crate::daemon::auth::Principal;
@@ -37,18 +38,24 @@ pub async fn whoami(principal: Principal) -> Json<WhoamiResponse> {
         (status = 200, description = "Issuer, client id and audience", body = DataEnvelope<OidcDiscovery>),
         (status = 404, description = "OIDC is not configured", body = ErrorEnvelope),
     ))]
-pub async fn oidc_discovery() -> ServiceResult<Json<OidcDiscovery>> {
-    Err(ServiceError::not_found(
-        "OIDC is not configured on this service",
-    ))
+pub async fn oidc_discovery(State(state): State<AppState>) -> ServiceResult<Json<OidcDiscovery>> {
+    match &state.oidc {
+        Some(verifier) => Ok(Json(verifier.config().discovery())),
+        None => Err(ServiceError::not_found(
+            "OIDC is not configured on this service",
+        )),
+    }
 }
 
 /// The role-binding document.
 #[utoipa::path(get, path = "/api/v1/role-bindings", tag = "identity",
     responses((status = 200, description = "The stored document", body = DataEnvelope<RoleBindings>)))]
-pub async fn get_role_bindings(principal: Principal) -> ServiceResult<Json<RoleBindings>> {
+pub async fn get_role_bindings(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ServiceResult<Json<RoleBindings>> {
     principal.require_cluster_role(Role::Admin)?;
-    Err(ServiceError::not_implemented("role bindings"))
+    Ok(Json(state.bindings.get().await?))
 }
 
 /// Replace the whole role-binding document.
@@ -59,9 +66,15 @@ pub async fn get_role_bindings(principal: Principal) -> ServiceResult<Json<RoleB
         (status = 400, description = "Unknown tenant, role/tenant mismatch, duplicate matcher, or no admin left", body = ErrorEnvelope),
     ))]
 pub async fn put_role_bindings(
+    State(state): State<AppState>,
     principal: Principal,
-    Json(_document): Json<RoleBindings>,
+    Json(document): Json<RoleBindings>,
 ) -> ServiceResult<Json<RoleBindings>> {
     principal.require_cluster_role(Role::Admin)?;
-    Err(ServiceError::not_implemented("role bindings"))
+    Ok(Json(
+        state
+            .bindings
+            .put(document, &state.tenants, &state.keys)
+            .await?,
+    ))
 }

@@ -255,17 +255,21 @@ impl KeyService {
         });
     }
 
-    /// Mints the first admin key when no unexpired admin key exists, and stores its token
-    /// where only the operator can read it. Returns where, when a key was minted.
-    pub async fn ensure_admin(&self) -> ServiceResult<Option<String>> {
+    /// Whether an admin key exists that has not expired.
+    pub async fn has_unexpired_admin_key(&self) -> bool {
         let now = now_unix();
-        let has_admin = self
-            .mirror
+        self.mirror
             .read()
             .await
             .values()
-            .any(|k| k.key.role == Role::Admin && k.key.expires > now);
-        if has_admin {
+            .any(|k| k.key.role == Role::Admin && k.key.expires > now)
+    }
+
+    /// Mints the first admin key when no unexpired admin key exists (and, with
+    /// `admin_binding`, no role binding grants admin either), and stores its token where only
+    /// the operator can read it. Returns where, when a key was minted.
+    pub async fn ensure_admin(&self, admin_binding: bool) -> ServiceResult<Option<String>> {
+        if admin_binding || self.has_unexpired_admin_key().await {
             return Ok(None);
         }
         let key = self
@@ -437,11 +441,11 @@ mod tests {
     #[tokio::test]
     async fn first_admin_is_minted_once() {
         let (dir, keys) = service(Mode::Development).await;
-        let place = keys.ensure_admin().await.unwrap().unwrap();
+        let place = keys.ensure_admin(false).await.unwrap().unwrap();
         let token = std::fs::read_to_string(&place).unwrap();
         assert!(place.starts_with(&dir.path().display().to_string()));
         let principal = keys.authenticate(token.trim()).await.unwrap();
         assert_eq!(principal.grants(), ["admin"]);
-        assert!(keys.ensure_admin().await.unwrap().is_none());
+        assert!(keys.ensure_admin(false).await.unwrap().is_none());
     }
 }

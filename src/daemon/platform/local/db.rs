@@ -59,6 +59,11 @@ const MIGRATIONS: &[&str] = &[
         source         TEXT NOT NULL,
         UNIQUE (namespace, name)
     );",
+    // 4: the role-binding document (one row).
+    "CREATE TABLE role_bindings (
+        id       INTEGER PRIMARY KEY CHECK (id = 1),
+        document TEXT NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.

@@ -22,7 +22,7 @@ use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
 use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::runtime::network::NetworkConfig;
-use crate::shared::models::identity::{ApiKey, Role};
+use crate::shared::models::identity::{ApiKey, Role, RoleBindings};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::paths::ADMIN_TOKEN_FILE;
@@ -246,6 +246,40 @@ impl Platform for LocalPlatform {
                 conn.query_row("SELECT 1 FROM tenants WHERE name = ?1", [&name], |_| Ok(()))
                     .optional()
                     .map(|found| found.is_some())
+            })
+            .await
+    }
+
+    async fn role_bindings(&self) -> PlatformResult<RoleBindings> {
+        let text = self
+            .db
+            .call(|conn| {
+                conn.query_row(
+                    "SELECT document FROM role_bindings WHERE id = 1",
+                    [],
+                    |row| row.get::<_, String>(0),
+                )
+                .optional()
+            })
+            .await?;
+        match text {
+            None => Ok(RoleBindings::default()),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| PlatformError::Store(format!("unreadable role bindings: {e}"))),
+        }
+    }
+
+    async fn put_role_bindings(&self, document: &RoleBindings) -> PlatformResult<()> {
+        let text =
+            serde_json::to_string(document).map_err(|e| PlatformError::Store(e.to_string()))?;
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO role_bindings (id, document) VALUES (1, ?1) \
+                     ON CONFLICT (id) DO UPDATE SET document = excluded.document",
+                    [text],
+                )
+                .map(drop)
             })
             .await
     }
