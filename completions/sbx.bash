@@ -31,6 +31,9 @@ _sbx() {
             sbx,login)
                 cmd="sbx__subcmd__login"
                 ;;
+            sbx,role-bindings)
+                cmd="sbx__subcmd__role__subcmd__bindings"
+                ;;
             sbx,sandbox)
                 cmd="sbx__subcmd__sandbox"
                 ;;
@@ -63,6 +66,9 @@ _sbx() {
                 ;;
             sbx__subcmd__help,login)
                 cmd="sbx__subcmd__help__subcmd__login"
+                ;;
+            sbx__subcmd__help,role-bindings)
+                cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings"
                 ;;
             sbx__subcmd__help,sandbox)
                 cmd="sbx__subcmd__help__subcmd__sandbox"
@@ -99,6 +105,12 @@ _sbx() {
                 ;;
             sbx__subcmd__help__subcmd__key,revoke)
                 cmd="sbx__subcmd__help__subcmd__key__subcmd__revoke"
+                ;;
+            sbx__subcmd__help__subcmd__role__subcmd__bindings,get)
+                cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__get"
+                ;;
+            sbx__subcmd__help__subcmd__role__subcmd__bindings,set)
+                cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__set"
                 ;;
             sbx__subcmd__help__subcmd__sandbox,create)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__create"
@@ -222,6 +234,24 @@ _sbx() {
                 ;;
             sbx__subcmd__key__subcmd__help,revoke)
                 cmd="sbx__subcmd__key__subcmd__help__subcmd__revoke"
+                ;;
+            sbx__subcmd__role__subcmd__bindings,get)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__get"
+                ;;
+            sbx__subcmd__role__subcmd__bindings,help)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__help"
+                ;;
+            sbx__subcmd__role__subcmd__bindings,set)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__set"
+                ;;
+            sbx__subcmd__role__subcmd__bindings__subcmd__help,get)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__get"
+                ;;
+            sbx__subcmd__role__subcmd__bindings__subcmd__help,help)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__role__subcmd__bindings__subcmd__help,set)
+                cmd="sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__set"
                 ;;
             sbx__subcmd__sandbox,create)
                 cmd="sbx__subcmd__sandbox__subcmd__create"
@@ -401,7 +431,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant image completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant role-bindings image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -469,7 +499,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve login whoami key sandbox snapshot tenant image completions shim help"
+            opts="serve login whoami key sandbox snapshot tenant role-bindings image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -625,6 +655,48 @@ _sbx() {
         sbx__subcmd__help__subcmd__login)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__role__subcmd__bindings)
+            opts="get set"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__set)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1472,6 +1544,172 @@ _sbx() {
             fi
             case "${prev}" in
                 --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version get set help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__get)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__help)
+            opts="get set help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__get)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__set)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__role__subcmd__bindings__subcmd__set)
+            opts="-f -o -q -v -h -V --file --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -773,6 +773,39 @@ fn the_cli_manages_tenants() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("unknown key 'pods'"));
+    // Role bindings from a YAML file, and back as YAML.
+    let bindings = config.path().join("rb.yaml");
+    std::fs::write(
+        &bindings,
+        "bindings:\n  - {group: ops, role: operator}\n  - {group: devs, role: user, tenant: acme}\ndeny_subjects: [mallory]\n",
+    )
+    .unwrap();
+    sbx(&["role-bindings", "set", "-f", bindings.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("group    devs   user      acme"))
+        .stdout(predicates::str::contains("denied: mallory"));
+    let out = sbx(&["role-bindings", "get", "-o", "yaml"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let back: Value = serde_yaml_ng::from_slice(&out).unwrap();
+    assert_eq!(back["bindings"][1]["tenant"], "acme");
+    std::fs::write(
+        &bindings,
+        "bindings:\n  - {group: x, role: user, tenant: nope}\n",
+    )
+    .unwrap();
+    sbx(&["role-bindings", "set", "-f", bindings.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("unknown tenant 'nope'"));
+    std::fs::write(&bindings, "bindings: []\n").unwrap();
+    sbx(&["role-bindings", "set", "-f", bindings.to_str().unwrap()])
+        .assert()
+        .success();
     sbx(&["tenant", "delete", "acme", "--cascade", "--yes"])
         .assert()
         .success()

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::shared::envelope::{ApiError, DataEnvelope};
 use crate::shared::models::health::{HealthResponse, RootInfo};
 use crate::shared::models::identity::{
-    ApiKey, CreateKeyRequest, RevokeKeysResponse, WhoamiResponse,
+    ApiKey, CreateKeyRequest, RevokeKeysResponse, RoleBindings, WhoamiResponse,
 };
 use crate::shared::models::image::{
     IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesResponse, PullImageRequest,
@@ -184,6 +184,18 @@ impl ApiClient {
     pub async fn revoke_keys(&self, name: &str) -> ClientResult<RevokeKeysResponse> {
         let path = format!("/api/v1/keys/{}", encode_segment(name));
         self.send(self.request(Method::DELETE, &path)).await
+    }
+
+    /// `GET /api/v1/role-bindings`.
+    pub async fn role_bindings(&self) -> ClientResult<RoleBindings> {
+        self.send(self.request(Method::GET, "/api/v1/role-bindings"))
+            .await
+    }
+
+    /// `PUT /api/v1/role-bindings`.
+    pub async fn put_role_bindings(&self, document: &RoleBindings) -> ClientResult<RoleBindings> {
+        self.send_json(Method::PUT, "/api/v1/role-bindings", document)
+            .await
     }
 
     /// `GET /api/v1/tenants`.

@@ -3,6 +3,7 @@ pub mod completions;
 pub mod image;
 pub mod key;
 pub mod login;
+pub mod role_bindings;
 pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
@@ -35,6 +36,9 @@ pub enum Command {
     /// Create, read, update and delete tenants
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Show or replace the role bindings of OIDC identities (admin)
+    #[command(subcommand)]
+    RoleBindings(role_bindings::RoleBindingsCommand),
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -82,6 +86,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sandbox(command) => sandbox::run(&Context::new(&cli)?, command).await,
         Command::Snapshot(command) => snapshot::run(&Context::new(&cli)?, command).await,
         Command::Tenant(command) => tenant::run(&Context::new(&cli)?, command).await,
+        Command::RoleBindings(command) => role_bindings::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,
