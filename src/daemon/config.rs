@@ -116,6 +116,8 @@ pub struct FileConfig {
     pub images: Option<ImagesConfig>,
     /// `[oidc]`: accept bearer JWTs from this issuer.
     pub oidc: Option<OidcConfig>,
+    /// `[metering]`: usage showback.
+    pub metering: Option<MeteringConfig>,
 }
 
 /// `[images]` section.
@@ -149,6 +151,18 @@ pub struct Config {
     pub images: ImagesConfig,
     /// OIDC bearer tokens (off when absent).
     pub oidc: Option<OidcConfig>,
+    /// Usage showback.
+    pub metering: MeteringConfig,
+}
+
+/// `[metering]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MeteringConfig {
+    /// The Prometheus-compatible server that scrapes `/metrics` (`metering.metricsUrl`),
+    /// e.g. `http://127.0.0.1:9090`; `GET /api/v1/usage` answers 400 without it.
+    #[serde(default)]
+    pub metrics_url: Option<String>,
 }
 
 /// A configuration that cannot be used, with the reason.
@@ -207,6 +221,7 @@ impl Config {
                 images.preload.extend(overrides.preload);
                 images
             },
+            metering: file.metering.unwrap_or_default(),
             oidc: match file.oidc {
                 Some(oidc) => {
                     oidc.validate().map_err(ConfigError::Invalid)?;
@@ -228,6 +243,7 @@ impl Config {
             network: NetworkConfig::default(),
             images: ImagesConfig::default(),
             oidc: None,
+            metering: MeteringConfig::default(),
         }
     }
 }

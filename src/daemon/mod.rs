@@ -107,6 +107,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let refresher = tokio::spawn(state.keys.clone().refresh_loop());
     let sweeper = tokio::spawn(state.snapshots.clone().sweep_loop());
     let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
+    let meter = tokio::spawn(state.metering.clone().accrue_loop());
     let platform = state.platform.clone();
     let result = axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown_signal())
@@ -114,6 +115,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     refresher.abort();
     sweeper.abort();
     tenant_status.abort();
+    meter.abort();
     platform.shutdown().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

@@ -7,6 +7,7 @@ use crate::daemon::platform::Platform;
 use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::services::bindings::BindingService;
 use crate::daemon::services::keys::KeyService;
+use crate::daemon::services::metering::Metering;
 use crate::daemon::services::sandboxes::SandboxService;
 use crate::daemon::services::snapshots::SnapshotService;
 use crate::daemon::services::tenants::TenantService;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub tenants: Arc<TenantService>,
     /// Role bindings for OIDC principals.
     pub bindings: Arc<BindingService>,
+    /// Usage metering, request metrics and showback.
+    pub metering: Arc<Metering>,
     /// Bearer-JWT verification, when `[oidc]` is configured.
     pub oidc: Option<Arc<OidcVerifier>>,
     /// The host's image store (local platform only).
@@ -47,6 +50,11 @@ impl AppState {
         ));
         let images = platform.image_store();
         let bindings = Arc::new(BindingService::new(platform.clone()));
+        let metering = Arc::new(Metering::new(
+            platform.clone(),
+            tenants.clone(),
+            config.metering.metrics_url.clone(),
+        ));
         let oidc = config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c)));
         let snapshots = Arc::new(SnapshotService::new(
             platform.clone(),
@@ -61,6 +69,7 @@ impl AppState {
             snapshots,
             tenants,
             bindings,
+            metering,
             oidc,
             images,
         }

@@ -149,6 +149,36 @@ pub struct Reservation {
     pub snapshot_bytes: u64,
 }
 
+/// What one sandbox holds now, for metering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterSample {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Backend.
+    pub backend: String,
+    /// Lower-case status (`running`, `paused`, `pending`, `failed`, `terminating`).
+    pub state: String,
+    /// CPU limit, millicores (0: none).
+    pub cpu_millis: u64,
+    /// Memory limit, bytes (0: none).
+    pub memory_bytes: u64,
+    /// Disk limit, bytes (0: none).
+    pub disk_bytes: u64,
+    /// Bytes the sandbox has sent out so far (a counter), when known.
+    pub egress_bytes: Option<u64>,
+}
+
+/// Everything the platform meters at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metering {
+    /// Every sandbox.
+    pub sandboxes: Vec<MeterSample>,
+    /// Snapshot storage per namespace, bytes.
+    pub snapshot_bytes: std::collections::BTreeMap<String, u64>,
+}
+
 /// Everything the service layer asks of a platform.
 #[async_trait]
 pub trait Platform: Send + Sync + 'static {
@@ -179,6 +209,8 @@ pub trait Platform: Send + Sync + 'static {
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
     /// Removes a tenant (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
+    /// What every sandbox and snapshot holds now (usage metering).
+    async fn metering(&self) -> PlatformResult<Metering>;
     /// What the sandboxes and snapshots of these namespaces reserve.
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
     /// The limits of one sandbox (`sandboxes` is 1): what a fork of it reserves.

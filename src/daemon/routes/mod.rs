@@ -43,15 +43,18 @@ pub fn app(state: AppState) -> Router {
         .merge(usage::router())
         .merge(install::router())
         .merge(images::router())
+        .route("/metrics", get(usage::metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
-        ));
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), observe));
     let public = Router::new()
         .route("/", get(health::root))
         .route("/health", get(health::health))
         .route(OPENAPI_PATH, get(openapi::serve))
-        .merge(identity::public_router());
+        .merge(identity::public_router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), observe));
     Router::new()
         .merge(public)
         .merge(protected)
@@ -64,6 +67,30 @@ pub fn app(state: AppState) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .with_state(state)
+}
+
+/// Counts every routed request and its latency by method, route template and status (a
+/// route layer: the template is known once the route matched).
+async fn observe(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().as_str().to_string();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let response = next.run(request).await;
+    state.metering.observe_request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ServiceError {

@@ -795,6 +795,19 @@ impl NetworkManager {
         counters(&out)
     }
 
+    /// Bytes each sandbox has sent, by slot: the receive counter of the host end of its veth
+    /// (every packet the sandbox sent, whatever its fate). Starts at zero with the veth.
+    pub async fn veth_rx_bytes_all(&self) -> Result<BTreeMap<u32, u64>, NetworkError> {
+        let out = run(
+            IP,
+            &["-j", "-s", "link", "show", "type", "veth"],
+            self.host_netns.as_deref(),
+            "",
+        )
+        .await?;
+        veth_rx_bytes(&out)
+    }
+
     /// Content for the sandbox's /etc/resolv.conf.
     pub fn resolv_conf(&self) -> String {
         if self.dns.is_empty() {
@@ -1131,6 +1144,22 @@ fn nft_sandbox_slots(listing: &str) -> Result<BTreeSet<u32>, NetworkError> {
 }
 
 /// Byte counts of the per-sandbox counters in a JSON listing, by slot.
+fn veth_rx_bytes(listing: &str) -> Result<BTreeMap<u32, u64>, NetworkError> {
+    let links: Vec<serde_json::Value> =
+        serde_json::from_str(listing).map_err(|e| NetworkError::Output {
+            command: "ip -j -s link show type veth".to_owned(),
+            detail: e.to_string(),
+        })?;
+    Ok(links
+        .iter()
+        .filter_map(|link| {
+            let slot = parse_slot(link["ifname"].as_str()?, HOST_VETH_PREFIX, "")?;
+            let bytes = link["stats64"]["rx"]["bytes"].as_u64()?;
+            Some((slot, bytes))
+        })
+        .collect())
+}
+
 fn counters(listing: &str) -> Result<BTreeMap<u32, u64>, NetworkError> {
     let mut out = BTreeMap::new();
     for item in nft_items(listing, "list counters")? {

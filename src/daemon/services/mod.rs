@@ -2,6 +2,7 @@
 //! details and of which platform runs underneath.
 pub mod bindings;
 pub mod keys;
+pub mod metering;
 pub mod sandboxes;
 pub mod snapshots;
 pub mod tenants;

@@ -15,8 +15,8 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
-    NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan, StoredKey,
-    StoredTenant,
+    Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
+    StoredKey, StoredTenant,
 };
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
@@ -375,6 +375,13 @@ impl Platform for LocalPlatform {
         match self.sandboxes() {
             Ok(manager) => Ok(manager.reservation(namespaces).await),
             Err(_) => Ok(Reservation::default()),
+        }
+    }
+
+    async fn metering(&self) -> PlatformResult<Metering> {
+        match self.sandboxes() {
+            Ok(manager) => Ok(manager.metering().await),
+            Err(_) => Ok(Metering::default()),
         }
     }
 

@@ -15,7 +15,7 @@ use crate::daemon::platform::local::sandboxes::{
     LocalSandboxes, Record, new_id, runtime_error, status_text,
 };
 use crate::daemon::platform::{
-    NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
+    MeterSample, Metering, NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
 };
 use crate::daemon::runtime::engine::SandboxSpec;
 use crate::shared::duration::format_age;
@@ -420,6 +420,38 @@ impl LocalSandboxes {
         }
         self.sbxd.remove_layers(&partial).await;
         self.release_layers(&complete).await;
+    }
+
+    /// What every sandbox and snapshot holds now, with each sandbox's egress counter.
+    pub async fn metering(&self) -> Metering {
+        let egress = if self.sbxd.network_started() {
+            match self.sbxd.network().await {
+                Ok(network) => network.veth_rx_bytes_all().await.unwrap_or_default(),
+                Err(_) => Default::default(),
+            }
+        } else {
+            Default::default()
+        };
+        let mut out = Metering::default();
+        for record in self.records.read().await.values() {
+            let spec = &record.spec;
+            out.sandboxes.push(MeterSample {
+                namespace: spec.namespace.clone(),
+                name: spec.name.clone(),
+                backend: record.backend.clone(),
+                state: status_text(record.status).to_ascii_lowercase(),
+                cpu_millis: spec.cpu_millis.unwrap_or(0),
+                memory_bytes: spec.memory_bytes.unwrap_or(0),
+                disk_bytes: spec.ephemeral_bytes.unwrap_or(0),
+                egress_bytes: egress.get(&spec.slot).copied(),
+            });
+        }
+        for snapshot in self.snapshots.read().await.values() {
+            *out.snapshot_bytes
+                .entry(snapshot.namespace.clone())
+                .or_default() += snapshot.size_bytes;
+        }
+        out
     }
 
     /// What the sandboxes and snapshots of `namespaces` reserve (tenant quotas): every
