@@ -49,6 +49,9 @@ _sbx() {
             sbx,tenant)
                 cmd="sbx__subcmd__tenant"
                 ;;
+            sbx,usage)
+                cmd="sbx__subcmd__usage"
+                ;;
             sbx,whoami)
                 cmd="sbx__subcmd__whoami"
                 ;;
@@ -84,6 +87,9 @@ _sbx() {
                 ;;
             sbx__subcmd__help,tenant)
                 cmd="sbx__subcmd__help__subcmd__tenant"
+                ;;
+            sbx__subcmd__help,usage)
+                cmd="sbx__subcmd__help__subcmd__usage"
                 ;;
             sbx__subcmd__help,whoami)
                 cmd="sbx__subcmd__help__subcmd__whoami"
@@ -431,7 +437,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant role-bindings image completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -499,7 +505,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve login whoami key sandbox snapshot tenant role-bindings image completions shim help"
+            opts="serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1075,6 +1081,20 @@ _sbx() {
         sbx__subcmd__help__subcmd__tenant__subcmd__update)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__usage)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -3385,6 +3405,56 @@ _sbx() {
                     ;;
                 --clear)
                     COMPREPLY=($(compgen -W "nodes defaultSize quotas limits" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__usage)
+            opts="-o -q -v -h -V --from --to --tenant --group-by --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tenant)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --group-by)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --server)

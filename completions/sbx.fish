@@ -43,6 +43,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "sandbox" -d 'Manage sandbox
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "tenant" -d 'Create, read, update and delete tenants'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
@@ -706,6 +707,21 @@ complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_s
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from help" -f -a "get" -d 'Show the bindings (a table; -o yaml gives a document `set -f` takes back)'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from help" -f -a "set" -d 'Replace the whole document from a YAML or JSON file'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l from -d 'Start of the range' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l to -d 'End of the range' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l tenant -d 'Only this tenant (a tenant-scoped key: its own, the default)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l group-by -d 'Group rows by any of tenant, namespace, backend, state (comma-separated)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand usage" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -802,18 +818,19 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'

@@ -285,6 +285,20 @@ async fn usage_read_back_from_prometheus_matches_a_known_sandbox() {
     ] {
         assert_eq!(usage(&daemon, &token, bad).await.0, 400, "{bad}");
     }
+    // The CLI: relative times, grouping, a table by default.
+    let config = tempfile::tempdir().unwrap();
+    let out = common::cli(config.path())
+        .env("SBX_SERVER", &daemon.url)
+        .env("SBX_API_KEY", &token)
+        .args(["usage", "--from", "5m ago", "--group-by", "tenant,state"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("TENANT"), "{text}");
+    assert!(text.contains("meter"), "{text}");
     // The request metrics are there too.
     let metrics = daemon
         .http()

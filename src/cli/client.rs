@@ -23,6 +23,7 @@ use crate::shared::models::snapshot::{
     GcRequest, GcResponse, RestoreRequest, RestoreResponse, Snapshot, SnapshotListQuery,
 };
 use crate::shared::models::tenant::{CreateTenantRequest, DeleteTenantResponse, Tenant};
+use crate::shared::models::usage::{UsageQuery, UsageResponse};
 use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse};
 use crate::shared::paths::API_KEY_HEADER;
 
@@ -195,6 +196,12 @@ impl ApiClient {
     /// `PUT /api/v1/role-bindings`.
     pub async fn put_role_bindings(&self, document: &RoleBindings) -> ClientResult<RoleBindings> {
         self.send_json(Method::PUT, "/api/v1/role-bindings", document)
+            .await
+    }
+
+    /// `GET /api/v1/usage`.
+    pub async fn usage(&self, query: &UsageQuery) -> ClientResult<UsageResponse> {
+        self.send(self.request(Method::GET, "/api/v1/usage").query(query))
             .await
     }
 

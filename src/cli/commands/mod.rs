@@ -8,6 +8,7 @@ pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
 pub mod tenant;
+pub mod usage;
 pub mod whoami;
 
 use std::process::ExitCode;
@@ -39,6 +40,7 @@ pub enum Command {
     /// Show or replace the role bindings of OIDC identities (admin)
     #[command(subcommand)]
     RoleBindings(role_bindings::RoleBindingsCommand),
+    Usage(usage::UsageArgs),
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -87,6 +89,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Snapshot(command) => snapshot::run(&Context::new(&cli)?, command).await,
         Command::Tenant(command) => tenant::run(&Context::new(&cli)?, command).await,
         Command::RoleBindings(command) => role_bindings::run(&Context::new(&cli)?, command).await,
+        Command::Usage(args) => usage::run(&Context::new(&cli)?, args).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,
