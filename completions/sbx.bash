@@ -31,6 +31,9 @@ _sbx() {
             sbx,login)
                 cmd="sbx__subcmd__login"
                 ;;
+            sbx,node)
+                cmd="sbx__subcmd__node"
+                ;;
             sbx,role-bindings)
                 cmd="sbx__subcmd__role__subcmd__bindings"
                 ;;
@@ -69,6 +72,9 @@ _sbx() {
                 ;;
             sbx__subcmd__help,login)
                 cmd="sbx__subcmd__help__subcmd__login"
+                ;;
+            sbx__subcmd__help,node)
+                cmd="sbx__subcmd__help__subcmd__node"
                 ;;
             sbx__subcmd__help,role-bindings)
                 cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings"
@@ -111,6 +117,15 @@ _sbx() {
                 ;;
             sbx__subcmd__help__subcmd__key,revoke)
                 cmd="sbx__subcmd__help__subcmd__key__subcmd__revoke"
+                ;;
+            sbx__subcmd__help__subcmd__node,dedicate)
+                cmd="sbx__subcmd__help__subcmd__node__subcmd__dedicate"
+                ;;
+            sbx__subcmd__help__subcmd__node,storage)
+                cmd="sbx__subcmd__help__subcmd__node__subcmd__storage"
+                ;;
+            sbx__subcmd__help__subcmd__node,undedicate)
+                cmd="sbx__subcmd__help__subcmd__node__subcmd__undedicate"
                 ;;
             sbx__subcmd__help__subcmd__role__subcmd__bindings,get)
                 cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__get"
@@ -240,6 +255,30 @@ _sbx() {
                 ;;
             sbx__subcmd__key__subcmd__help,revoke)
                 cmd="sbx__subcmd__key__subcmd__help__subcmd__revoke"
+                ;;
+            sbx__subcmd__node,dedicate)
+                cmd="sbx__subcmd__node__subcmd__dedicate"
+                ;;
+            sbx__subcmd__node,help)
+                cmd="sbx__subcmd__node__subcmd__help"
+                ;;
+            sbx__subcmd__node,storage)
+                cmd="sbx__subcmd__node__subcmd__storage"
+                ;;
+            sbx__subcmd__node,undedicate)
+                cmd="sbx__subcmd__node__subcmd__undedicate"
+                ;;
+            sbx__subcmd__node__subcmd__help,dedicate)
+                cmd="sbx__subcmd__node__subcmd__help__subcmd__dedicate"
+                ;;
+            sbx__subcmd__node__subcmd__help,help)
+                cmd="sbx__subcmd__node__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__node__subcmd__help,storage)
+                cmd="sbx__subcmd__node__subcmd__help__subcmd__storage"
+                ;;
+            sbx__subcmd__node__subcmd__help,undedicate)
+                cmd="sbx__subcmd__node__subcmd__help__subcmd__undedicate"
                 ;;
             sbx__subcmd__role__subcmd__bindings,get)
                 cmd="sbx__subcmd__role__subcmd__bindings__subcmd__get"
@@ -437,7 +476,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,7 +544,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help"
+            opts="serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -661,6 +700,62 @@ _sbx() {
         sbx__subcmd__help__subcmd__login)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__node)
+            opts="storage dedicate undedicate"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__node__subcmd__dedicate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__node__subcmd__storage)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__node__subcmd__undedicate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1567,6 +1662,216 @@ _sbx() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version storage dedicate undedicate help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__dedicate)
+            opts="-o -q -v -h -V --tenant --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --tenant)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__help)
+            opts="storage dedicate undedicate help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__help__subcmd__dedicate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__help__subcmd__storage)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__help__subcmd__undedicate)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__storage)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__node__subcmd__undedicate)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

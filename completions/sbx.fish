@@ -44,6 +44,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "snapshot" -d 'Manage snapsh
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "tenant" -d 'Create, read, update and delete tenants'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
@@ -722,6 +723,59 @@ complete -c sbx -n "__fish_sbx_using_subcommand usage" -s q -l quiet -d 'Print o
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -f -a "storage" -d 'Storage pools of every node (kata thin-pool, k7d disk pool)'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -f -a "dedicate" -d 'Dedicate a node to a tenant: only its sandboxes run there, and it joins the tenant\'s nodes'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -f -a "undedicate" -d 'Undo a dedication'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -l tenant -d 'The tenant' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "storage" -d 'Storage pools of every node (kata thin-pool, k7d disk pool)'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "dedicate" -d 'Dedicate a node to a tenant: only its sandboxes run there, and it joins the tenant\'s nodes'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "undedicate" -d 'Undo a dedication'
+complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -818,19 +872,20 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
@@ -858,6 +913,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from tenant" -f -a "delete" -d 'Delete a tenant; refused while it has sandboxes unless --cascade'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from role-bindings" -f -a "get" -d 'Show the bindings (a table; -o yaml gives a document `set -f` takes back)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from role-bindings" -f -a "set" -d 'Replace the whole document from a YAML or JSON file'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "storage" -d 'Storage pools of every node (kata thin-pool, k7d disk pool)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "dedicate" -d 'Dedicate a node to a tenant: only its sandboxes run there, and it joins the tenant\'s nodes'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "undedicate" -d 'Undo a dedication'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the images in the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'

@@ -14,6 +14,7 @@ use crate::shared::models::identity::{
 use crate::shared::models::image::{
     IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesResponse, PullImageRequest,
 };
+use crate::shared::models::node::{DedicateRequest, NodeStorage};
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
@@ -197,6 +198,27 @@ impl ApiClient {
     pub async fn put_role_bindings(&self, document: &RoleBindings) -> ClientResult<RoleBindings> {
         self.send_json(Method::PUT, "/api/v1/role-bindings", document)
             .await
+    }
+
+    /// `GET /api/v1/nodes/storage`.
+    pub async fn node_storage(&self) -> ClientResult<NodeStorage> {
+        self.send(self.request(Method::GET, "/api/v1/nodes/storage"))
+            .await
+    }
+
+    /// `POST /api/v1/nodes/{node}/dedicate`.
+    pub async fn dedicate_node(&self, node: &str, tenant: &str) -> ClientResult<MessageResponse> {
+        let path = format!("/api/v1/nodes/{}/dedicate", encode_segment(node));
+        let body = DedicateRequest {
+            tenant: Some(tenant.to_string()),
+        };
+        self.send_json(Method::POST, &path, &body).await
+    }
+
+    /// `POST /api/v1/nodes/{node}/undedicate`.
+    pub async fn undedicate_node(&self, node: &str) -> ClientResult<MessageResponse> {
+        let path = format!("/api/v1/nodes/{}/undedicate", encode_segment(node));
+        self.send(self.request(Method::POST, &path)).await
     }
 
     /// `GET /api/v1/usage`.

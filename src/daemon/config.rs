@@ -118,6 +118,8 @@ pub struct FileConfig {
     pub oidc: Option<OidcConfig>,
     /// `[metering]`: usage showback.
     pub metering: Option<MeteringConfig>,
+    /// `[nodes]`: this host as a node.
+    pub nodes: Option<NodesConfig>,
 }
 
 /// `[images]` section.
@@ -153,6 +155,17 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// Usage showback.
     pub metering: MeteringConfig,
+    /// This host as a node.
+    pub nodes: NodesConfig,
+}
+
+/// `[nodes]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodesConfig {
+    /// Where the k7d XFS disk pool is mounted (default `/var/lib/k7d/disks`).
+    #[serde(default)]
+    pub disk_pool_path: Option<PathBuf>,
 }
 
 /// `[metering]` section.
@@ -222,6 +235,7 @@ impl Config {
                 images
             },
             metering: file.metering.unwrap_or_default(),
+            nodes: file.nodes.unwrap_or_default(),
             oidc: match file.oidc {
                 Some(oidc) => {
                     oidc.validate().map_err(ConfigError::Invalid)?;
@@ -244,6 +258,7 @@ impl Config {
             images: ImagesConfig::default(),
             oidc: None,
             metering: MeteringConfig::default(),
+            nodes: NodesConfig::default(),
         }
     }
 }

@@ -53,6 +53,9 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
         PlatformKind::Local => {
             let mut platform =
                 LocalPlatform::open(&config.data_dir, config.images.insecure_registries.clone())?;
+            if let Some(path) = &config.nodes.disk_pool_path {
+                platform.set_disk_pool(path.clone());
+            }
             if let Some(store) = platform.image_store() {
                 for archive in &config.images.preload {
                     let images = store.import_archive(archive).await.map_err(|e| {

@@ -3,6 +3,7 @@ pub mod completions;
 pub mod image;
 pub mod key;
 pub mod login;
+pub mod node;
 pub mod role_bindings;
 pub mod sandbox;
 pub mod serve;
@@ -41,6 +42,9 @@ pub enum Command {
     #[command(subcommand)]
     RoleBindings(role_bindings::RoleBindingsCommand),
     Usage(usage::UsageArgs),
+    /// Node storage pools and dedication to tenants (operator, admin)
+    #[command(subcommand)]
+    Node(node::NodeCommand),
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -90,6 +94,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tenant(command) => tenant::run(&Context::new(&cli)?, command).await,
         Command::RoleBindings(command) => role_bindings::run(&Context::new(&cli)?, command).await,
         Command::Usage(args) => usage::run(&Context::new(&cli)?, args).await,
+        Command::Node(command) => node::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,

@@ -209,6 +209,14 @@ pub trait Platform: Send + Sync + 'static {
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
     /// Removes a tenant (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
+    /// The cluster's node names (local: this host).
+    fn node_names(&self) -> Vec<String>;
+    /// Storage pools per node.
+    async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage>;
+    /// Nodes dedicated to a tenant: node -> tenant.
+    async fn node_dedications(&self) -> PlatformResult<std::collections::BTreeMap<String, String>>;
+    /// Dedicates a node to a tenant (`None`: undedicates it).
+    async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()>;
     /// What every sandbox and snapshot holds now (usage metering).
     async fn metering(&self) -> PlatformResult<Metering>;
     /// What the sandboxes and snapshots of these namespaces reserve.

@@ -1,8 +1,8 @@
-//! `/api/v1/nodes`: storage pools per node and node dedication. The node agent lands with
-//! its own issue; until then the routes check roles and bodies, then answer 501.
+//! `/api/v1/nodes`: storage pools per node and node dedication (operator, admin).
 use std::collections::BTreeMap;
 
 use axum::Router;
+use axum::extract::State;
 use axum::routing::{get, post};
 
 use crate::daemon::auth::Principal;
@@ -25,9 +25,12 @@ pub fn router() -> Router<AppState> {
 /// Storage pools of every node; an unreachable agent gives an `error` entry.
 #[utoipa::path(get, path = "/api/v1/nodes/storage", tag = "nodes",
     responses((status = 200, description = "Storage entry per node name", body = DataEnvelope<BTreeMap<String, NodeStorageEntry>>)))]
-pub async fn node_storage(principal: Principal) -> ServiceResult<Json<NodeStorage>> {
+pub async fn node_storage(
+    State(state): State<AppState>,
+    principal: Principal,
+) -> ServiceResult<Json<NodeStorage>> {
     principal.require_cluster_role(Role::Operator)?;
-    Err(ServiceError::not_implemented("node storage"))
+    Ok(Json(state.platform.node_storage().await?))
 }
 
 /// Dedicate a node to a tenant: label, `NoSchedule` taint, and `Tenant.spec.nodes`.
@@ -40,12 +43,19 @@ pub async fn node_storage(principal: Principal) -> ServiceResult<Json<NodeStorag
         (status = 404, description = "Unknown node or tenant", body = ErrorEnvelope),
     ))]
 pub async fn dedicate_node(
+    State(state): State<AppState>,
     principal: Principal,
-    Path(_name): Path<String>,
-    Json(_request): Json<DedicateRequest>,
+    Path(name): Path<String>,
+    Json(request): Json<DedicateRequest>,
 ) -> ServiceResult<Json<MessageResponse>> {
     principal.require_cluster_role(Role::Operator)?;
-    Err(ServiceError::not_implemented("node dedication"))
+    let tenant = request
+        .require_tenant()
+        .map_err(ServiceError::bad_request)?;
+    state.tenants.dedicate(&name, tenant).await?;
+    Ok(Json(MessageResponse {
+        message: format!("node '{name}' dedicated to tenant '{tenant}'"),
+    }))
 }
 
 /// Undo a dedication: all three effects are reversed.
@@ -56,9 +66,14 @@ pub async fn dedicate_node(
         (status = 404, description = "Unknown node or tenant", body = ErrorEnvelope),
     ))]
 pub async fn undedicate_node(
+    State(state): State<AppState>,
     principal: Principal,
-    Path(_name): Path<String>,
+    Path(name): Path<String>,
 ) -> ServiceResult<Json<MessageResponse>> {
     principal.require_cluster_role(Role::Operator)?;
-    Err(ServiceError::not_implemented("node dedication"))
+    let message = match state.tenants.undedicate(&name).await? {
+        Some(tenant) => format!("node '{name}' is no longer dedicated to tenant '{tenant}'"),
+        None => format!("node '{name}' was not dedicated"),
+    };
+    Ok(Json(MessageResponse { message }))
 }

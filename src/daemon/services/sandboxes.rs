@@ -84,6 +84,25 @@ pub fn read_env_file(path: &str) -> Result<Vec<String>, String> {
     parse_env_file(&text).map_err(|e| format!("bad env file '{path}': {e}"))
 }
 
+/// The nodes and their dedications, as placement sees them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Nodes {
+    /// Every node.
+    pub all: Vec<String>,
+    /// Node -> the tenant it is dedicated to.
+    pub dedicated: std::collections::BTreeMap<String, String>,
+}
+
+impl Nodes {
+    /// The platform's nodes now.
+    pub async fn of(platform: &dyn Platform) -> ServiceResult<Nodes> {
+        Ok(Nodes {
+            all: platform.node_names(),
+            dedicated: platform.node_dedications().await?,
+        })
+    }
+}
+
 /// The sizing and placement of a sandbox-to-be, as tenant policy sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sizing {
@@ -122,6 +141,7 @@ pub fn apply_tenant_policy(
     owner: Option<&Owner>,
     principal: &Principal,
     mode: Mode,
+    nodes: &Nodes,
 ) -> ServiceResult<()> {
     let bad = ServiceError::bad_request;
     if let Some(owner) = owner {
@@ -190,6 +210,18 @@ pub fn apply_tenant_policy(
                 .collect(),
             None => principal.nodes.clone(),
         });
+    }
+    // A node dedicated to a tenant takes no one else's sandboxes (the taint).
+    let tenant = owner.map(|o| o.name.as_str());
+    let tainted = |node: &String| {
+        nodes
+            .dedicated
+            .get(node)
+            .is_some_and(|t| Some(t.as_str()) != tenant)
+    };
+    if nodes.all.iter().any(tainted) {
+        let allowed = sizing.nodes.take().unwrap_or_else(|| nodes.all.clone());
+        sizing.nodes = Some(allowed.into_iter().filter(|n| !tainted(n)).collect());
     }
     if mode == Mode::Production && (sizing.cpu_millis.is_none() || sizing.memory_bytes.is_none()) {
         return Err(bad(
@@ -370,7 +402,8 @@ impl SandboxService {
             ephemeral_bytes: new.ephemeral_bytes,
             nodes: None,
         };
-        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
+        let nodes = Nodes::of(self.platform.as_ref()).await?;
+        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
         let ask = sizing.ask();
         (
             new.cpu_millis,

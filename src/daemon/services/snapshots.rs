@@ -8,7 +8,7 @@ use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
 use crate::daemon::runtime::images::normalize_reference;
-use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Sizing, apply_tenant_policy};
+use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Nodes, Sizing, apply_tenant_policy};
 use crate::daemon::services::tenants::{Need, TenantService};
 use crate::shared::models::DEFAULT_NAMESPACE;
 use crate::shared::models::identity::Role;
@@ -262,7 +262,8 @@ impl SnapshotService {
             nodes: None,
         };
         let owner = self.tenants.owner(&namespace).await?;
-        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode)?;
+        let nodes = Nodes::of(self.platform.as_ref()).await?;
+        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
         (
             plan.cpu_millis,
             plan.memory_bytes,

@@ -474,6 +474,59 @@ impl TenantService {
         Ok(())
     }
 
+    /// `POST /nodes/{node}/dedicate`: the node takes only `tenant`'s sandboxes from now on
+    /// and joins its `spec.nodes`.
+    pub async fn dedicate(&self, node: &str, tenant: &str) -> ServiceResult<()> {
+        self.require_node(node)?;
+        let _writes = self.writes.lock().await;
+        let mut stored = self.stored(tenant).await?;
+        self.platform
+            .set_node_dedication(node, Some(tenant))
+            .await?;
+        let mut nodes = stored.spec.nodes.clone().unwrap_or_default();
+        if !nodes.iter().any(|n| n == node) {
+            nodes.push(node.to_string());
+            stored.spec.nodes = Some(nodes);
+            stored.generation += 1;
+            self.platform.update_tenant(&stored).await?;
+            self.reload().await?;
+        }
+        tracing::info!(node, tenant, "node dedicated");
+        Ok(())
+    }
+
+    /// `POST /nodes/{node}/undedicate`: reverses [`TenantService::dedicate`]; returns the
+    /// tenant it was dedicated to, if any.
+    pub async fn undedicate(&self, node: &str) -> ServiceResult<Option<String>> {
+        self.require_node(node)?;
+        let _writes = self.writes.lock().await;
+        let Some(tenant) = self.platform.node_dedications().await?.remove(node) else {
+            return Ok(None);
+        };
+        self.platform.set_node_dedication(node, None).await?;
+        if let Ok(mut stored) = self.stored(&tenant).await {
+            if let Some(nodes) = stored.spec.nodes.as_mut() {
+                nodes.retain(|n| n != node);
+                if nodes.is_empty() {
+                    stored.spec.nodes = None;
+                }
+                stored.generation += 1;
+                self.platform.update_tenant(&stored).await?;
+                self.reload().await?;
+            }
+        }
+        tracing::info!(node, %tenant, "node undedicated");
+        Ok(Some(tenant))
+    }
+
+    fn require_node(&self, node: &str) -> ServiceResult<()> {
+        if self.platform.node_names().iter().any(|n| n == node) {
+            Ok(())
+        } else {
+            Err(ServiceError::not_found(format!("node '{node}' not found")))
+        }
+    }
+
     /// The stored tenant of this name (404 when absent).
     pub async fn require_tenant(&self, name: &str) -> ServiceResult<StoredTenant> {
         self.stored(name).await

@@ -64,6 +64,11 @@ const MIGRATIONS: &[&str] = &[
         id       INTEGER PRIMARY KEY CHECK (id = 1),
         document TEXT NOT NULL
     );",
+    // 5: nodes dedicated to a tenant (the label and taint of the Kubernetes platform).
+    "CREATE TABLE node_dedications (
+        node   TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.

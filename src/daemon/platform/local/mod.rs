@@ -3,6 +3,7 @@
 mod db;
 pub mod sandboxes;
 pub mod snapshots;
+pub mod storage;
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -45,6 +46,8 @@ pub struct LocalPlatform {
     images: Arc<ImageStore>,
     sandboxes: OnceLock<Result<Arc<LocalSandboxes>, String>>,
     max_exec: Duration,
+    disk_pool: PathBuf,
+    node: String,
 }
 
 /// What one sandbox of this spec reserves.
@@ -85,7 +88,14 @@ impl LocalPlatform {
             images: Arc::new(images),
             sandboxes: OnceLock::new(),
             max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
+            disk_pool: PathBuf::from(storage::DEFAULT_DISK_POOL),
+            node: sandboxes::host_node_name(),
         })
+    }
+
+    /// Where the k7d disk pool is mounted (`[nodes] diskPoolPath`).
+    pub fn set_disk_pool(&mut self, path: PathBuf) {
+        self.disk_pool = path;
     }
 
     /// Starts the sbxd runtime and reconciles sandboxes with the host. When the host cannot
@@ -376,6 +386,43 @@ impl Platform for LocalPlatform {
             Ok(manager) => Ok(manager.reservation(namespaces).await),
             Err(_) => Ok(Reservation::default()),
         }
+    }
+
+    fn node_names(&self) -> Vec<String> {
+        vec![self.node.clone()]
+    }
+
+    async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage> {
+        let mut out = crate::shared::models::node::NodeStorage::new();
+        out.insert(self.node.clone(), storage::entry(&self.disk_pool).await);
+        Ok(out)
+    }
+
+    async fn node_dedications(&self) -> PlatformResult<std::collections::BTreeMap<String, String>> {
+        self.db
+            .call(|conn| {
+                let mut statement = conn.prepare("SELECT node, tenant FROM node_dedications")?;
+                let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                rows.collect()
+            })
+            .await
+    }
+
+    async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
+        let (node, tenant) = (node.to_string(), tenant.map(str::to_string));
+        self.db
+            .call(move |conn| {
+                match tenant {
+                    Some(tenant) => conn.execute(
+                        "INSERT INTO node_dedications (node, tenant) VALUES (?1, ?2) \
+                         ON CONFLICT (node) DO UPDATE SET tenant = excluded.tenant",
+                        params![node, tenant],
+                    ),
+                    None => conn.execute("DELETE FROM node_dedications WHERE node = ?1", [node]),
+                }
+                .map(drop)
+            })
+            .await
     }
 
     async fn metering(&self) -> PlatformResult<Metering> {

@@ -248,15 +248,19 @@ impl LocalSandboxes {
         if nodes.contains(&self.node) {
             return None;
         }
-        Some(format!(
-            "no node to run on: the sandbox may run only on {} and this host is node '{}'",
-            if nodes.is_empty() {
-                "no node".to_string()
-            } else {
-                nodes.join(", ")
-            },
-            self.node
-        ))
+        Some(if nodes.is_empty() {
+            format!(
+                "no node to run on: its tenant's nodes, its key's nodes and node dedications \
+                 leave none (this host is node '{}')",
+                self.node
+            )
+        } else {
+            format!(
+                "no node to run on: the sandbox may run only on {} and this host is node '{}'",
+                nodes.join(", "),
+                self.node
+            )
+        })
     }
 
     /// Stores a new sandbox (Pending) and starts provisioning it.
