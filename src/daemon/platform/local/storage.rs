@@ -102,10 +102,10 @@ pub fn disk_pool(path: &Path) -> DiskPoolResult {
     }
     match nix::sys::statvfs::statvfs(path) {
         Ok(st) => {
-            let block = st.fragment_size() as u64;
-            let size = st.blocks() as u64 * block;
-            let avail = st.blocks_available() as u64 * block;
-            let used = (st.blocks() as u64 - st.blocks_free() as u64) * block;
+            let block = st.fragment_size();
+            let size = st.blocks() * block;
+            let avail = st.blocks_available() * block;
+            let used = (st.blocks() - st.blocks_free()) * block;
             DiskPoolResult::Ok(DiskPool {
                 path: path.display().to_string(),
                 size_bytes: size,
