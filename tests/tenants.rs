@@ -202,17 +202,50 @@ async fn tenants_are_created_read_patched_and_deleted_by_the_rules() {
 
     // Keys: a tenant role needs an existing tenant; cluster roles take none.
     let client = daemon.admin();
-    for (role, tenant, says) in [
-        ("user", Some("ghost"), "unknown tenant"),
-        ("operator", Some("acme"), "cannot have a tenant"),
+    for (role, tenant, namespaces, nodes, days, says) in [
+        ("user", Some("ghost"), None, None, 1, "unknown tenant"),
+        (
+            "operator",
+            Some("acme"),
+            None,
+            None,
+            1,
+            "cannot have a tenant",
+        ),
+        (
+            "user",
+            Some("acme"),
+            Some(vec!["elsewhere".to_string()]),
+            None,
+            1,
+            "not one of tenant",
+        ),
+        (
+            "user",
+            Some("acme"),
+            None,
+            Some(vec!["no-such-node".to_string()]),
+            1,
+            "unknown node",
+        ),
+        ("user", Some("acme"), None, None, 0, "positive"),
+        (
+            "operator",
+            None,
+            Some(vec!["acme-dev".to_string()]),
+            None,
+            1,
+            "cluster-wide",
+        ),
     ] {
         let err = client
             .create_key(&CreateKeyRequest {
                 name: Some("k".into()),
                 role: Some(role.into()),
                 tenant: tenant.map(Into::into),
-                expires_days: Some(1),
-                ..Default::default()
+                namespaces,
+                nodes,
+                expires_days: Some(days),
             })
             .await
             .unwrap_err();
@@ -224,6 +257,27 @@ async fn tenants_are_created_read_patched_and_deleted_by_the_rules() {
             other => panic!("{other:?}"),
         }
     }
+    // A key narrowed to one of its tenant's namespaces sees only that one.
+    let narrow = client
+        .create_key(&CreateKeyRequest {
+            name: Some("narrow".into()),
+            role: Some("user".into()),
+            tenant: Some("acme".into()),
+            namespaces: Some(vec!["acme-dev".into()]),
+            expires_days: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .token
+        .unwrap();
+    let narrow = daemon.client(&narrow);
+    assert!(narrow.list_sandboxes(Some("acme-dev")).await.is_ok());
+    assert!(narrow.list_sandboxes(Some("acme-prod")).await.is_err());
+    assert_eq!(
+        narrow.whoami().await.unwrap().grants,
+        ["user on tenant acme"]
+    );
 
     // DELETE: 409 while sandboxes remain, cascade deletes them; 404 after.
     client

@@ -134,9 +134,33 @@ impl KeyService {
         for ns in &namespaces {
             names::validate_dns_label("namespace", ns).map_err(ServiceError::bad_request)?;
         }
+        if let (Some(tenant), false) = (tenant, namespaces.is_empty()) {
+            let owned = self
+                .platform
+                .list_tenants()
+                .await?
+                .into_iter()
+                .find(|t| t.name == tenant)
+                .map(|t| t.spec.namespaces)
+                .unwrap_or_default();
+            if let Some(ns) = namespaces.iter().find(|ns| !owned.contains(ns)) {
+                return Err(ServiceError::bad_request(format!(
+                    "namespace '{ns}' is not one of tenant '{tenant}': a key's namespaces narrow \
+                     it inside its tenant ({})",
+                    owned.join(", ")
+                )));
+            }
+        }
         let nodes = request.nodes.clone().unwrap_or_default();
+        let known = self.platform.node_names();
         for node in &nodes {
             names::validate_dns_subdomain("node", node).map_err(ServiceError::bad_request)?;
+            if !known.contains(node) {
+                return Err(ServiceError::bad_request(format!(
+                    "unknown node '{node}' (nodes: {})",
+                    known.join(", ")
+                )));
+            }
         }
         self.mint(
             name,
