@@ -335,7 +335,7 @@ async fn key_creation_errors_answer_the_contract_statuses() {
 }
 
 #[tokio::test]
-async fn unknown_routes_methods_and_pending_routes_use_the_envelope() {
+async fn unknown_routes_methods_and_disabled_routes_use_the_envelope() {
     let daemon = Daemon::start();
     let token = daemon.admin_token();
     let (status, body) = raw(
@@ -360,14 +360,15 @@ async fn unknown_routes_methods_and_pending_routes_use_the_envelope() {
     assert_error(&body, "MethodNotAllowed");
     let (status, body) = raw(
         &daemon,
-        reqwest::Method::GET,
-        "/api/v1/role-bindings",
+        reqwest::Method::POST,
+        "/api/v1/install",
         Some(&token),
-        None,
+        Some(("application/json", br#"{"nodes": ["n1"]}"#.to_vec())),
     )
     .await;
-    assert_eq!(status, StatusCode::NOT_IMPLEMENTED);
-    assert_error(&body, "NotImplemented");
+    // Remote install is off: 404, in the envelope.
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, "NotFound");
     // Query-string errors are 400.
     let (status, body) = raw(
         &daemon,
