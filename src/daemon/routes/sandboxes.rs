@@ -108,12 +108,10 @@ pub async fn list_sandboxes(
                 state.sandboxes.list_envelope(None).await?
             } else {
                 // Only the namespaces the caller may see: never another tenant's names.
-                let mut sandboxes = state.platform.list_sandboxes(None).await?;
-                sandboxes.retain(|s| access.sees(&s.namespace));
-                Bytes::from(
-                    serde_json::to_vec(&DataEnvelope::new(sandboxes))
-                        .map_err(ServiceError::internal)?,
-                )
+                state
+                    .sandboxes
+                    .list_envelope_within(&access.namespaces())
+                    .await?
             }
         }
     };

@@ -172,11 +172,22 @@ pub fn run(args: &ShimArgs) -> i32 {
             }
         }
     }
+    // The sandbox gets a session keyring of its own, made here and owned by root, instead of
+    // one the runtime makes as the sandbox's root: sandboxes share that host id (their user
+    // namespaces map the same range), and the kernel's per-user key quota (200 keys) would
+    // cap the host at 200 sandboxes.
+    let own_keyring = join_new_session_keyring();
+    if let Err(e) = &own_keyring {
+        eprintln!("sbx shim: cannot make a session keyring ({e}); the runtime makes one");
+    }
     let mut runtime = Command::new(&args.runtime);
     runtime.arg("--root").arg(&args.root);
     match &args.restore_from {
         None => {
             runtime.arg("create");
+            if own_keyring.is_ok() {
+                runtime.arg("--no-new-keyring");
+            }
         }
         Some(images) => {
             runtime
@@ -273,6 +284,24 @@ pub fn run(args: &ShimArgs) -> i32 {
         }
     }
     0
+}
+
+/// Replaces this process's session keyring with a new, empty, anonymous one.
+fn join_new_session_keyring() -> std::io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: keyctl(JOIN_SESSION_KEYRING, NULL) takes no pointers we own.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Waits for `pid` (our child as subreaper) and returns its exit code and signal; reaps any

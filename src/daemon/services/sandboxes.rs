@@ -268,7 +268,27 @@ impl SandboxService {
     /// Lists are the hot read: the serialized answer is reused until a record changes or the
     /// second (and with it every age) turns.
     pub async fn list_envelope(&self, namespace: Option<&str>) -> ServiceResult<Bytes> {
-        let key = namespace.map(str::to_string);
+        self.cached_list(namespace.map(str::to_string), |s| {
+            namespace.is_none_or(|ns| s.namespace == ns)
+        })
+        .await
+    }
+
+    /// The list answer over every namespace in `visible` (a tenant's caller listing all
+    /// namespaces), cached like [`SandboxService::list_envelope`].
+    pub async fn list_envelope_within(&self, visible: &[String]) -> ServiceResult<Bytes> {
+        // A key no namespace name can take (names are DNS labels).
+        let key = format!("\u{0}{}", visible.join(","));
+        self.cached_list(Some(key), |s| visible.contains(&s.namespace))
+            .await
+    }
+
+    async fn cached_list(
+        &self,
+        key: Option<String>,
+        keep: impl Fn(&crate::shared::models::sandbox::Sandbox) -> bool,
+    ) -> ServiceResult<Bytes> {
+        let namespace = key.as_deref().filter(|k| !k.starts_with('\u{0}'));
         let version = self.platform.sandboxes_version();
         let second = now_unix();
         if let Some(version) = version {
@@ -279,7 +299,8 @@ impl SandboxService {
                 }
             }
         }
-        let sandboxes = self.platform.list_sandboxes(namespace).await?;
+        let mut sandboxes = self.platform.list_sandboxes(namespace).await?;
+        sandboxes.retain(|s| keep(s));
         let body = Bytes::from(
             serde_json::to_vec(&DataEnvelope::new(sandboxes)).map_err(ServiceError::internal)?,
         );

@@ -50,6 +50,11 @@ impl Access {
         self.everywhere.is_some()
     }
 
+    /// The namespaces seen when not [`Access::everywhere`], sorted.
+    pub fn namespaces(&self) -> Vec<String> {
+        self.namespaces.keys().cloned().collect()
+    }
+
     /// Whether objects of `namespace` may be seen.
     pub fn sees(&self, namespace: &str) -> bool {
         self.role_in(namespace).is_some()
