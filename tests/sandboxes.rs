@@ -138,6 +138,15 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
     assert_eq!(s.error_message, "");
     assert_eq!(s.backend, "sbxd");
     assert!(s.age.starts_with("0:00:"), "{}", s.age);
+    // The sandbox's session keyring is its shim's (owned by root), not one charged to the
+    // sandboxes' shared host id: the kernel's per-user key quota (200) would cap the host.
+    let key_users = std::fs::read_to_string("/proc/key-users").unwrap();
+    assert!(
+        !key_users
+            .lines()
+            .any(|l| l.trim_start().starts_with("100000:")),
+        "keys owned by the sandboxes' host id: {key_users}"
+    );
     let listed = client.list_sandboxes(Some("default")).await.unwrap();
     assert_eq!(
         listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
