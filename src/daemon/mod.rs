@@ -28,9 +28,6 @@ pub enum ServeError {
     /// The platform could not be opened.
     #[error(transparent)]
     Platform(#[from] PlatformError),
-    /// The chosen platform is not part of this build yet.
-    #[error("platform '{0}' is not available in this version of sbx; use --platform local")]
-    UnsupportedPlatform(PlatformKind),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -74,7 +71,12 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
                 .await;
             Ok(Arc::new(platform))
         }
-        other => Err(ServeError::UnsupportedPlatform(other)),
+        PlatformKind::Kubernetes => {
+            let platform = platform::kubernetes::KubernetesPlatform::connect()
+                .await
+                .map_err(|e| ServeError::Startup(e.to_string()))?;
+            Ok(Arc::new(platform))
+        }
     }
 }
 

@@ -38,6 +38,13 @@ impl Daemon {
         Daemon::start_with(&[])
     }
 
+    /// Like [`Daemon::start_with`], with extra environment variables for `sbx serve`.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
+        let data_dir = tmp.path().join("data");
+        Daemon::spawn_env(tmp, data_dir, args, env)
+    }
+
     /// Starts a daemon with a fresh data dir and extra `serve` arguments.
     pub fn start_with(args: &[&str]) -> Daemon {
         let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
@@ -52,6 +59,15 @@ impl Daemon {
     }
 
     fn spawn(tmp: Arc<tempfile::TempDir>, data_dir: PathBuf, args: &[&str]) -> Daemon {
+        Daemon::spawn_env(tmp, data_dir, args, &[])
+    }
+
+    fn spawn_env(
+        tmp: Arc<tempfile::TempDir>,
+        data_dir: PathBuf,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let mut child = Command::new(sbx_bin())
             .arg("serve")
             .arg("--listen")
@@ -60,6 +76,7 @@ impl Daemon {
             .arg(&data_dir)
             .args(args)
             .env("SBX_LOG", "info")
+            .envs(env.iter().copied())
             .env_remove("SBX_MODE")
             .env_remove("SBX_CONFIG")
             .stdin(Stdio::null())

@@ -1,6 +1,7 @@
 //! The platform seam (DESIGN.md §2): what the services need from the place where state and
 //! sandboxes live. `local` is SQLite + sbxd on this host; a Kubernetes implementation slots
 //! in beside it.
+pub mod kubernetes;
 pub mod local;
 
 use std::sync::Arc;
@@ -210,7 +211,7 @@ pub trait Platform: Send + Sync + 'static {
     /// Removes a tenant (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
     /// The cluster's node names (local: this host).
-    fn node_names(&self) -> Vec<String>;
+    async fn node_names(&self) -> PlatformResult<Vec<String>>;
     /// Storage pools per node.
     async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage>;
     /// Nodes dedicated to a tenant: node -> tenant.

@@ -152,7 +152,11 @@ impl KeyService {
             }
         }
         let nodes = request.nodes.clone().unwrap_or_default();
-        let known = self.platform.node_names();
+        let known = if nodes.is_empty() {
+            Vec::new()
+        } else {
+            self.platform.node_names().await?
+        };
         for node in &nodes {
             names::validate_dns_subdomain("node", node).map_err(ServiceError::bad_request)?;
             if !known.contains(node) {

@@ -97,7 +97,7 @@ impl Nodes {
     /// The platform's nodes now.
     pub async fn of(platform: &dyn Platform) -> ServiceResult<Nodes> {
         Ok(Nodes {
-            all: platform.node_names(),
+            all: platform.node_names().await?,
             dedicated: platform.node_dedications().await?,
         })
     }

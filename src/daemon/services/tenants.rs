@@ -482,7 +482,7 @@ impl TenantService {
     /// `POST /nodes/{node}/dedicate`: the node takes only `tenant`'s sandboxes from now on
     /// and joins its `spec.nodes`.
     pub async fn dedicate(&self, node: &str, tenant: &str) -> ServiceResult<()> {
-        self.require_node(node)?;
+        self.require_node(node).await?;
         let _writes = self.writes.lock().await;
         let mut stored = self.stored(tenant).await?;
         self.platform
@@ -503,7 +503,7 @@ impl TenantService {
     /// `POST /nodes/{node}/undedicate`: reverses [`TenantService::dedicate`]; returns the
     /// tenant it was dedicated to, if any.
     pub async fn undedicate(&self, node: &str) -> ServiceResult<Option<String>> {
-        self.require_node(node)?;
+        self.require_node(node).await?;
         let _writes = self.writes.lock().await;
         let Some(tenant) = self.platform.node_dedications().await?.remove(node) else {
             return Ok(None);
@@ -524,8 +524,8 @@ impl TenantService {
         Ok(Some(tenant))
     }
 
-    fn require_node(&self, node: &str) -> ServiceResult<()> {
-        if self.platform.node_names().iter().any(|n| n == node) {
+    async fn require_node(&self, node: &str) -> ServiceResult<()> {
+        if self.platform.node_names().await?.iter().any(|n| n == node) {
             Ok(())
         } else {
             Err(ServiceError::not_found(format!("node '{node}' not found")))

@@ -388,8 +388,8 @@ impl Platform for LocalPlatform {
         }
     }
 
-    fn node_names(&self) -> Vec<String> {
-        vec![self.node.clone()]
+    async fn node_names(&self) -> PlatformResult<Vec<String>> {
+        Ok(vec![self.node.clone()])
     }
 
     async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage> {

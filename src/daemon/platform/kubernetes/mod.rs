@@ -1,0 +1,666 @@
+//! The Kubernetes platform: the service's state as Kubernetes objects, read and written
+//! through the API server with kube-rs. API keys live in the Secret `sbx-api-keys` and the
+//! first admin token in `sbx-bootstrap-admin` (both in `kube-system`), role bindings in the
+//! ConfigMap `sbx-role-bindings`, tenants are `Tenant` objects (`tenants.sbx.io`, cluster
+//! scoped) whose namespaces are created and labelled `sbx.io/tenant`, node dedication is a
+//! node label plus a `NoSchedule` taint. Sandboxes and snapshots (Deployments, PVCs,
+//! VolumeSnapshots) are not built yet: their routes answer 503 saying so.
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Taint};
+use kube::api::{
+    Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
+
+use crate::daemon::platform::{
+    Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
+    StoredKey, StoredTenant,
+};
+use crate::daemon::runtime::images::ImageStore;
+use crate::shared::models::identity::{ApiKey, RoleBindings};
+use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
+use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
+use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
+
+/// Namespace of the service's own objects.
+pub const SYSTEM_NAMESPACE: &str = "kube-system";
+/// Secret holding the API keys (hashes only).
+pub const KEYS_SECRET: &str = "sbx-api-keys";
+/// Secret holding the first admin token.
+pub const BOOTSTRAP_SECRET: &str = "sbx-bootstrap-admin";
+/// ConfigMap holding the role-binding document.
+pub const BINDINGS_CONFIGMAP: &str = "sbx-role-bindings";
+/// Label (and taint key) naming a namespace's or a node's tenant.
+pub const TENANT_LABEL: &str = "sbx.io/tenant";
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "sbx";
+
+const BINDINGS_KEY: &str = "bindings.json";
+/// `last_used` is written back at most this often per key (every use would be a Secret write).
+const TOUCH_EVERY: i64 = 60;
+
+/// The Tenant resource.
+fn tenant_resource() -> ApiResource {
+    ApiResource {
+        group: "sbx.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "sbx.io/v1alpha1".into(),
+        kind: "Tenant".into(),
+        plural: "tenants".into(),
+    }
+}
+
+/// A key as kept in the Secret, one data entry per key id.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeyEntry {
+    #[serde(flatten)]
+    key: ApiKey,
+    secret_sha256: String,
+}
+
+fn kube_error(what: &str, e: kube::Error) -> PlatformError {
+    match &e {
+        kube::Error::Api(status) if status.code == 404 => {
+            PlatformError::NotFound(format!("{what}: not found"))
+        }
+        kube::Error::Api(status) if status.code == 409 => {
+            PlatformError::AlreadyExists(format!("{what}: {}", status.message))
+        }
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
+            PlatformError::Invalid(format!("{what}: {}", status.message))
+        }
+        kube::Error::Api(_) => PlatformError::Store(format!("{what}: {e}")),
+        _ => PlatformError::Unavailable(format!(
+            "{what}: the Kubernetes API server is unreachable: {e}"
+        )),
+    }
+}
+
+fn conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409)
+}
+
+fn not_yet(what: &str) -> PlatformError {
+    PlatformError::Unavailable(format!(
+        "{what} on the Kubernetes platform is not available yet: sandboxes and snapshots run \
+         on the local platform for now"
+    ))
+}
+
+/// State in a Kubernetes cluster.
+pub struct KubernetesPlatform {
+    client: kube::Client,
+    touched: Mutex<HashMap<String, i64>>,
+}
+
+impl KubernetesPlatform {
+    /// Connects with the kubeconfig in `KUBECONFIG` (or `~/.kube/config`, or the pod's service
+    /// account) and checks that the API server answers.
+    pub async fn connect() -> PlatformResult<KubernetesPlatform> {
+        let client = kube::Client::try_default().await.map_err(|e| {
+            PlatformError::Unavailable(format!(
+                "cannot configure a Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
+            ))
+        })?;
+        let version = tokio::time::timeout(Duration::from_secs(15), client.apiserver_version())
+            .await
+            .map_err(|_| {
+                PlatformError::Unavailable(
+                    "the Kubernetes API server did not answer within 15 s".into(),
+                )
+            })?
+            .map_err(|e| {
+                PlatformError::Unavailable(format!("the Kubernetes API server is unreachable: {e}"))
+            })?;
+        tracing::info!(version = %version.git_version, "connected to the Kubernetes API server");
+        Ok(KubernetesPlatform {
+            client,
+            touched: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), SYSTEM_NAMESPACE)
+    }
+
+    fn tenants(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &tenant_resource())
+    }
+
+    /// Reads, changes and writes the keys Secret, retrying on a concurrent write.
+    async fn update_keys<T>(
+        &self,
+        mut change: impl FnMut(&mut BTreeMap<String, ByteString>) -> PlatformResult<T>,
+    ) -> PlatformResult<T> {
+        let api = self.secrets();
+        for _ in 0..8 {
+            let current = api
+                .get_opt(KEYS_SECRET)
+                .await
+                .map_err(|e| kube_error("read the keys Secret", e))?;
+            let exists = current.is_some();
+            let mut secret = current.unwrap_or_else(|| Secret {
+                metadata: ObjectMeta {
+                    name: Some(KEYS_SECRET.into()),
+                    namespace: Some(SYSTEM_NAMESPACE.into()),
+                    ..Default::default()
+                },
+                type_: Some("Opaque".into()),
+                ..Default::default()
+            });
+            let mut data = secret.data.take().unwrap_or_default();
+            let outcome = change(&mut data)?;
+            secret.data = Some(data);
+            let written = if exists {
+                api.replace(KEYS_SECRET, &PostParams::default(), &secret)
+                    .await
+            } else {
+                api.create(&PostParams::default(), &secret).await
+            };
+            match written {
+                Ok(_) => return Ok(outcome),
+                Err(e) if conflict(&e) => continue,
+                Err(e) => return Err(kube_error("write the keys Secret", e)),
+            }
+        }
+        Err(PlatformError::Store(
+            "the keys Secret kept changing under a write".into(),
+        ))
+    }
+
+    /// Creates each namespace that is missing and labels each with the tenant.
+    async fn claim_namespaces(&self, tenant: &str, namespaces: &[String]) -> PlatformResult<()> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        for ns in namespaces {
+            let patch = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {TENANT_LABEL: tenant}},
+            });
+            api.patch(
+                ns,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
+        }
+        Ok(())
+    }
+
+    fn stored_tenant(object: &DynamicObject) -> PlatformResult<StoredTenant> {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let spec = serde_json::from_value(object.data["spec"].clone()).map_err(|e| {
+            PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
+        })?;
+        Ok(StoredTenant {
+            name,
+            spec,
+            generation: object.metadata.generation.unwrap_or(1),
+            created: object
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second())
+                .unwrap_or(0),
+        })
+    }
+}
+
+#[async_trait]
+impl Platform for KubernetesPlatform {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>> {
+        let secret = self
+            .secrets()
+            .get_opt(KEYS_SECRET)
+            .await
+            .map_err(|e| kube_error("read the keys Secret", e))?;
+        let mut keys = Vec::new();
+        for (id, bytes) in secret.and_then(|s| s.data).unwrap_or_default() {
+            let entry: KeyEntry = serde_json::from_slice(&bytes.0)
+                .map_err(|e| PlatformError::Store(format!("key {id} in the keys Secret: {e}")))?;
+            let mut hash = [0u8; 32];
+            hex::decode_to_slice(&entry.secret_sha256, &mut hash)
+                .map_err(|e| PlatformError::Store(format!("key {id}: bad hash: {e}")))?;
+            keys.push(StoredKey {
+                key: entry.key,
+                secret_sha256: hash,
+            });
+        }
+        Ok(keys)
+    }
+
+    async fn insert_key(&self, key: &StoredKey) -> PlatformResult<()> {
+        let entry = KeyEntry {
+            key: ApiKey {
+                token: None,
+                ..key.key.clone()
+            },
+            secret_sha256: hex::encode(key.secret_sha256),
+        };
+        let bytes = serde_json::to_vec(&entry).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let id = key.key.id.clone();
+        self.update_keys(|data| {
+            data.insert(id.clone(), ByteString(bytes.clone()));
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_keys_named(&self, name: &str) -> PlatformResult<Vec<String>> {
+        self.update_keys(|data| {
+            let ids: Vec<String> = data
+                .iter()
+                .filter(|(_, v)| {
+                    serde_json::from_slice::<KeyEntry>(&v.0).is_ok_and(|e| e.key.name == name)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for id in &ids {
+                data.remove(id);
+            }
+            Ok(ids)
+        })
+        .await
+    }
+
+    async fn touch_key(&self, id: &str, at: i64) -> PlatformResult<()> {
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            if touched.get(id).is_some_and(|last| at - last < TOUCH_EVERY) {
+                return Ok(());
+            }
+            touched.insert(id.to_string(), at);
+        }
+        self.update_keys(|data| {
+            if let Some(bytes) = data.get_mut(id) {
+                if let Ok(mut entry) = serde_json::from_slice::<KeyEntry>(&bytes.0) {
+                    entry.key.last_used = Some(at);
+                    if let Ok(new) = serde_json::to_vec(&entry) {
+                        *bytes = ByteString(new);
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn role_bindings(&self) -> PlatformResult<RoleBindings> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), SYSTEM_NAMESPACE);
+        let map = api
+            .get_opt(BINDINGS_CONFIGMAP)
+            .await
+            .map_err(|e| kube_error("read the role bindings", e))?;
+        match map
+            .and_then(|m| m.data)
+            .and_then(|d| d.get(BINDINGS_KEY).cloned())
+        {
+            None => Ok(RoleBindings::default()),
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| PlatformError::Store(format!("unreadable role bindings: {e}"))),
+        }
+    }
+
+    async fn put_role_bindings(&self, document: &RoleBindings) -> PlatformResult<()> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), SYSTEM_NAMESPACE);
+        let text =
+            serde_json::to_string(document).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let patch = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": BINDINGS_CONFIGMAP, "namespace": SYSTEM_NAMESPACE},
+            "data": {BINDINGS_KEY: text},
+        });
+        api.patch(
+            BINDINGS_CONFIGMAP,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| kube_error("write the role bindings", e))
+    }
+
+    async fn tenant_exists(&self, name: &str) -> PlatformResult<bool> {
+        Ok(self
+            .tenants()
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(&format!("tenant {name}"), e))?
+            .is_some())
+    }
+
+    async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>> {
+        let list = self
+            .tenants()
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| kube_error("list tenants", e))?;
+        let mut tenants: Vec<StoredTenant> = list
+            .items
+            .iter()
+            .map(Self::stored_tenant)
+            .collect::<PlatformResult<_>>()?;
+        tenants.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(tenants)
+    }
+
+    async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let object = DynamicObject::new(&tenant.name, &tenant_resource()).data(serde_json::json!({
+            "spec": tenant.spec,
+        }));
+        self.tenants()
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(
+                |e| match kube_error(&format!("tenant {}", tenant.name), e) {
+                    PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
+                        "tenant '{}' already exists",
+                        tenant.name
+                    )),
+                    other => other,
+                },
+            )?;
+        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+            .await
+    }
+
+    async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let api = self.tenants();
+        for _ in 0..8 {
+            let mut object = api
+                .get_opt(&tenant.name)
+                .await
+                .map_err(|e| kube_error(&format!("tenant {}", tenant.name), e))?
+                .ok_or_else(|| {
+                    PlatformError::NotFound(format!("tenant '{}' not found", tenant.name))
+                })?;
+            object.data["spec"] = serde_json::to_value(&tenant.spec)
+                .map_err(|e| PlatformError::Store(e.to_string()))?;
+            match api
+                .replace(&tenant.name, &PostParams::default(), &object)
+                .await
+            {
+                Ok(_) => {
+                    return self
+                        .claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+                        .await;
+                }
+                Err(e) if conflict(&e) => continue,
+                Err(e) => return Err(kube_error(&format!("tenant {}", tenant.name), e)),
+            }
+        }
+        Err(PlatformError::Store(format!(
+            "tenant '{}' kept changing under a write",
+            tenant.name
+        )))
+    }
+
+    async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
+        self.tenants()
+            .delete(name, &Default::default())
+            .await
+            .map(drop)
+            .map_err(|e| match kube_error(&format!("tenant {name}"), e) {
+                PlatformError::NotFound(_) => {
+                    PlatformError::NotFound(format!("tenant '{name}' not found"))
+                }
+                other => other,
+            })
+    }
+
+    async fn node_names(&self) -> PlatformResult<Vec<String>> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| kube_error("list nodes", e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
+    async fn node_storage(&self) -> PlatformResult<NodeStorage> {
+        Ok(self
+            .node_names()
+            .await?
+            .into_iter()
+            .map(|node| {
+                (
+                    node,
+                    NodeStorageEntry::Unreachable {
+                        error: "no sbx agent reports from this node".into(),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    async fn node_dedications(&self) -> PlatformResult<BTreeMap<String, String>> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default().labels(TENANT_LABEL))
+            .await
+            .map_err(|e| kube_error("list nodes", e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|n| {
+                let tenant = n.metadata.labels.as_ref()?.get(TENANT_LABEL)?.clone();
+                Some((n.metadata.name?, tenant))
+            })
+            .collect())
+    }
+
+    async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        for _ in 0..8 {
+            let mut object = api
+                .get_opt(node)
+                .await
+                .map_err(|e| kube_error(&format!("node {node}"), e))?
+                .ok_or_else(|| PlatformError::NotFound(format!("node '{node}' not found")))?;
+            let labels = object.metadata.labels.get_or_insert_with(Default::default);
+            match tenant {
+                Some(t) => {
+                    labels.insert(TENANT_LABEL.into(), t.into());
+                }
+                None => {
+                    labels.remove(TENANT_LABEL);
+                }
+            }
+            let spec = object.spec.get_or_insert_with(Default::default);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            taints.retain(|t| t.key != TENANT_LABEL);
+            if let Some(t) = tenant {
+                taints.push(Taint {
+                    key: TENANT_LABEL.into(),
+                    value: Some(t.into()),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                });
+            }
+            match api.replace(node, &PostParams::default(), &object).await {
+                Ok(_) => return Ok(()),
+                Err(e) if conflict(&e) => continue,
+                Err(e) => return Err(kube_error(&format!("node {node}"), e)),
+            }
+        }
+        Err(PlatformError::Store(format!(
+            "node '{node}' kept changing under a write"
+        )))
+    }
+
+    async fn metering(&self) -> PlatformResult<Metering> {
+        Ok(Metering::default())
+    }
+
+    async fn reservation(&self, _namespaces: &[String]) -> PlatformResult<Reservation> {
+        Ok(Reservation::default())
+    }
+
+    async fn sandbox_size(&self, _namespace: &str, _name: &str) -> PlatformResult<Reservation> {
+        Err(not_yet("fork"))
+    }
+
+    async fn snapshot_size(&self, _namespace: &str, _name: &str) -> PlatformResult<Reservation> {
+        Err(not_yet("restore"))
+    }
+
+    async fn create_sandbox(&self, _new: NewSandbox) -> PlatformResult<()> {
+        Err(not_yet("creating sandboxes"))
+    }
+
+    async fn list_sandboxes(&self, _namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
+        Err(not_yet("listing sandboxes"))
+    }
+
+    fn sandboxes_version(&self) -> Option<u64> {
+        None
+    }
+
+    async fn get_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<Sandbox> {
+        Err(not_yet("reading sandboxes"))
+    }
+
+    async fn delete_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
+        Err(not_yet("deleting sandboxes"))
+    }
+
+    async fn exec_sandbox(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _command: &str,
+        _timeout: Duration,
+    ) -> PlatformResult<ExecResponse> {
+        Err(not_yet("exec"))
+    }
+
+    async fn sandbox_logs(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _tail: usize,
+        _since_secs: u64,
+    ) -> PlatformResult<String> {
+        Err(not_yet("logs"))
+    }
+
+    async fn pause_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
+        Err(not_yet("pause"))
+    }
+
+    async fn resume_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
+        Err(not_yet("resume"))
+    }
+
+    async fn sandbox_metrics(
+        &self,
+        _namespace: Option<&str>,
+    ) -> PlatformResult<Vec<SandboxMetrics>> {
+        Err(not_yet("metrics"))
+    }
+
+    fn max_exec_timeout(&self) -> Duration {
+        Duration::from_secs(3600)
+    }
+
+    async fn snapshot_sandbox(
+        &self,
+        _namespace: &str,
+        _sandbox: &str,
+        _snapshot: &str,
+        _kind: SnapshotKind,
+    ) -> PlatformResult<()> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn pause_sandbox_with_snapshot(
+        &self,
+        _namespace: &str,
+        _sandbox: &str,
+        _snapshot: &str,
+    ) -> PlatformResult<()> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn fork_sandbox(
+        &self,
+        _namespace: &str,
+        _source: &str,
+        _new_name: &str,
+        _snapshot: Option<&str>,
+        _warm: bool,
+    ) -> PlatformResult<()> {
+        Err(not_yet("fork"))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _namespace: Option<&str>,
+        _sandbox: Option<&str>,
+        _kind: Option<SnapshotKind>,
+    ) -> PlatformResult<Vec<Snapshot>> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn get_snapshot(&self, _namespace: &str, _name: &str) -> PlatformResult<Snapshot> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn snapshot_backend(&self, _namespace: &str, _name: &str) -> PlatformResult<String> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn delete_snapshot(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
+        Err(not_yet("snapshots"))
+    }
+
+    async fn restore_snapshot(&self, _snapshot: &str, _plan: RestorePlan) -> PlatformResult<()> {
+        Err(not_yet("restore"))
+    }
+
+    async fn gc_snapshots(
+        &self,
+        _namespace: Option<&str>,
+        _keep_for: Duration,
+        _dry_run: bool,
+    ) -> PlatformResult<Vec<GcResult>> {
+        Err(not_yet("snapshot GC"))
+    }
+
+    fn image_store(&self) -> Option<Arc<ImageStore>> {
+        None
+    }
+
+    async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {
+        let patch = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": BOOTSTRAP_SECRET, "namespace": SYSTEM_NAMESPACE},
+            "type": "Opaque",
+            "stringData": {"token": token},
+        });
+        self.secrets()
+            .patch(
+                BOOTSTRAP_SECRET,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|e| kube_error("write the bootstrap Secret", e))?;
+        Ok(format!("Secret {SYSTEM_NAMESPACE}/{BOOTSTRAP_SECRET}"))
+    }
+}

@@ -1,0 +1,346 @@
+//! `sbx serve --platform kubernetes` against a real kube-apiserver and etcd
+//! (`scripts/k8s-testenv`, started by `scripts/test`, which exports SBX_TEST_KUBECONFIG): the
+//! service's state lives in the cluster — keys in a Secret, the first admin token in another,
+//! tenants as Tenant objects with labelled namespaces, role bindings in a ConfigMap, node
+//! dedication as a label and a taint — and survives the daemon. The tests read the cluster
+//! directly with kube-rs to check what the daemon wrote.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+fn kubeconfig() -> String {
+    std::env::var("SBX_TEST_KUBECONFIG").expect(
+        "SBX_TEST_KUBECONFIG is not set: run scripts/test, or `eval \"$(scripts/k8s-testenv start)\"` \
+         and export SBX_TEST_KUBECONFIG=$KUBECONFIG",
+    )
+}
+
+async fn cluster() -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig()).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+fn tenants(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource {
+            group: "sbx.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "sbx.io/v1alpha1".into(),
+            kind: "Tenant".into(),
+            plural: "tenants".into(),
+        },
+    )
+}
+
+/// Removes what an earlier run against the same API server left.
+async fn reset(client: &kube::Client) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    for name in ["sbx-api-keys", "sbx-bootstrap-admin"] {
+        let _ = secrets.delete(name, &DeleteParams::default()).await;
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let _ = maps
+        .delete("sbx-role-bindings", &DeleteParams::default())
+        .await;
+    let _ = tenants(client)
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = json!({"metadata": {"labels": {"sbx.io/tenant": null}}});
+    let _ = nodes
+        .patch("node-1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+}
+
+async fn bootstrap_token(client: &kube::Client) -> String {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    let secret = secrets.get("sbx-bootstrap-admin").await.unwrap();
+    String::from_utf8(secret.data.unwrap()["token"].0.clone())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn start() -> Daemon {
+    Daemon::start_with_env(
+        &["--platform", "kubernetes"],
+        &[("KUBECONFIG", kubeconfig().as_str())],
+    )
+}
+
+async fn call(
+    daemon: &Daemon,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = daemon
+        .http()
+        .request(method, format!("{}{path}", daemon.url))
+        .header("x-api-key", token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn identity_and_tenancy_live_in_the_cluster() {
+    use reqwest::Method as M;
+    let client = cluster().await;
+    reset(&client).await;
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(&daemon, &admin, M::GET, "/api/v1/auth/whoami", None).await;
+    assert_eq!(
+        (status, &body["data"]["grants"]),
+        (200, &json!(["admin"])),
+        "{body}"
+    );
+
+    // Keys: in the Secret as hashes, never as tokens.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/keys",
+        Some(json!({"name": "ci", "role": "operator", "expires_days": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let token = body["data"]["token"].as_str().unwrap().to_string();
+    let id = body["data"]["id"].as_str().unwrap().to_string();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    let stored = secrets.get("sbx-api-keys").await.unwrap().data.unwrap();
+    let entry: Value = serde_json::from_slice(&stored[&id].0).unwrap();
+    assert_eq!(entry["name"], "ci");
+    assert_eq!(entry["secret_sha256"].as_str().unwrap().len(), 64);
+    let secret_part = token.split_once('_').unwrap().1;
+    assert!(!String::from_utf8_lossy(&stored[&id].0).contains(secret_part));
+    assert_eq!(
+        call(&daemon, &token, M::GET, "/api/v1/tenants", None)
+            .await
+            .0,
+        200
+    );
+
+    // Tenants: Tenant objects; their namespaces created and labelled.
+    let (status, body) = call(&daemon, &admin, M::POST, "/api/v1/tenants", Some(json!({"name": "acme", "spec": {"namespaces": ["acme-a", "acme-b"], "quotas": {"sandboxes": 3}}}))).await;
+    assert_eq!(status, 201, "{body}");
+    let object = tenants(&client).get("acme").await.unwrap();
+    assert_eq!(
+        object.data["spec"]["namespaces"],
+        json!(["acme-a", "acme-b"])
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in ["acme-a", "acme-b"] {
+        let labels = namespaces.get(ns).await.unwrap().metadata.labels.unwrap();
+        assert_eq!(labels["sbx.io/tenant"], "acme", "{ns}");
+    }
+    let (status, _) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "other", "spec": {"namespaces": ["acme-b"]}})),
+    )
+    .await;
+    assert_eq!(status, 400, "a namespace of another tenant");
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/acme",
+        Some(json!({"spec": {"quotas": null, "namespaces": ["acme-a", "acme-b", "acme-c"]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let object = tenants(&client).get("acme").await.unwrap();
+    assert!(
+        object.data["spec"].get("quotas").is_none(),
+        "{:?}",
+        object.data
+    );
+    assert_eq!(object.metadata.generation, Some(2));
+    assert!(namespaces.get("acme-c").await.is_ok());
+
+    // Role bindings: the ConfigMap.
+    let bindings = json!({"bindings": [{"group": "acme-devs", "role": "user", "tenant": "acme"}], "deny_subjects": ["mallory"]});
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PUT,
+        "/api/v1/role-bindings",
+        Some(bindings.clone()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let text = maps.get("sbx-role-bindings").await.unwrap().data.unwrap()["bindings.json"].clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), bindings);
+
+    // Node dedication: a label and a NoSchedule taint on the Node, and the tenant's nodes.
+    let (status, body) = call(
+        &daemon,
+        &token,
+        M::POST,
+        "/api/v1/nodes/node-1/dedicate",
+        Some(json!({"tenant": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get("node-1").await.unwrap();
+    assert_eq!(node.metadata.labels.unwrap()["sbx.io/tenant"], "acme");
+    assert!(
+        node.spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .iter()
+            .any(|t| t.key == "sbx.io/tenant" && t.effect == "NoSchedule")
+    );
+    assert_eq!(
+        tenants(&client).get("acme").await.unwrap().data["spec"]["nodes"],
+        json!(["node-1"])
+    );
+    assert_eq!(
+        call(
+            &daemon,
+            &token,
+            M::POST,
+            "/api/v1/nodes/node-9/dedicate",
+            Some(json!({"tenant": "acme"}))
+        )
+        .await
+        .0,
+        404
+    );
+    let (status, _) = call(
+        &daemon,
+        &token,
+        M::POST,
+        "/api/v1/nodes/node-1/undedicate",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let node = nodes.get("node-1").await.unwrap();
+    assert!(!node.metadata.labels.unwrap().contains_key("sbx.io/tenant"));
+    assert!(
+        !node
+            .spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "sbx.io/tenant")
+    );
+    let (status, body) = call(&daemon, &token, M::GET, "/api/v1/nodes/storage", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["data"]["node-1"]["error"].is_string(), "{body}");
+
+    // Sandbox routes are not built on this platform yet: 503 in the envelope, saying so.
+    let (status, body) = call(&daemon, &admin, M::GET, "/api/v1/sandboxes", None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (503, Some("ServiceUnavailable")),
+        "{body}"
+    );
+
+    // A second replica on the same cluster sees the same keys and tenants, and a restart
+    // keeps them (no state in the data dir).
+    let replica = start();
+    let started = Instant::now();
+    while call(&replica, &token, M::GET, "/api/v1/tenants/acme", None)
+        .await
+        .0
+        != 200
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the replica never saw the key"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Revocation on one replica holds on the other within its refresh interval.
+    let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/keys/ci", None).await;
+    assert_eq!(status, 200);
+    assert!(
+        !secrets
+            .get("sbx-api-keys")
+            .await
+            .unwrap()
+            .data
+            .unwrap()
+            .contains_key(&id)
+    );
+    let started = Instant::now();
+    while call(&replica, &token, M::GET, "/api/v1/auth/whoami", None)
+        .await
+        .0
+        != 401
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the revoked key still works on the replica"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(replica);
+    let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/tenants/acme", None).await;
+    assert_eq!(status, 200);
+    assert!(tenants(&client).get_opt("acme").await.unwrap().is_none());
+    reset(&client).await;
+}
+
+#[test]
+fn an_unreachable_api_server_at_start_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubeconfig");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: x\n"
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new(common::sbx_bin())
+        .args([
+            "serve",
+            "--platform",
+            "kubernetes",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .env("KUBECONFIG", &config)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Kubernetes API server is unreachable"),
+        "{stderr}"
+    );
+}
