@@ -259,7 +259,10 @@ fn serve_reports_bad_configuration_and_exits_non_zero() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains("invalid listen address"));
+    // No cluster to reach: a clear message and a non-zero exit (tests/kubernetes.rs runs
+    // the platform against a real API server).
     cli(config.path())
+        .env("KUBECONFIG", config.path().join("no-such-kubeconfig"))
         .args([
             "serve",
             "--platform",
@@ -269,5 +272,7 @@ fn serve_reports_bad_configuration_and_exits_non_zero() {
         ])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("kubernetes"));
+        .stderr(predicate::str::contains(
+            "cannot configure a Kubernetes client",
+        ));
 }

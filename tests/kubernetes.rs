@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Daemon;
+use common::{Daemon, call};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -77,25 +77,6 @@ fn start() -> Daemon {
         &["--platform", "kubernetes"],
         &[("KUBECONFIG", kubeconfig().as_str())],
     )
-}
-
-async fn call(
-    daemon: &Daemon,
-    token: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = daemon
-        .http()
-        .request(method, format!("{}{path}", daemon.url))
-        .header("x-api-key", token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test]

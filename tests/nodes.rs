@@ -7,28 +7,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, cli};
+use common::{Daemon, call, cli};
 use sbx::shared::models::sandbox::{CreateSandboxRequest, SandboxStatus};
 use serde_json::{Value, json};
-
-async fn call(
-    daemon: &Daemon,
-    token: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = daemon
-        .http()
-        .request(method, format!("{}{path}", daemon.url))
-        .header("x-api-key", token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 /// A 320 MiB XFS file system on a loop file, mounted; unmounted on drop.
 struct XfsPool {

@@ -6,36 +6,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, cli};
+use common::{Daemon, call, cli};
 use sbx::cli::client::{ApiClient, ClientError};
 use sbx::shared::models::identity::CreateKeyRequest;
 use sbx::shared::models::sandbox::{CreateSandboxRequest, ResourceLimits, Sandbox, SandboxStatus};
 use serde_json::{Value, json};
 
 /// An HTTP call with a token: status and JSON body.
-async fn call(
-    daemon: &Daemon,
-    token: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = daemon
-        .http()
-        .request(method, format!("{}{path}", daemon.url))
-        .header("x-api-key", token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 async fn key(admin: &ApiClient, name: &str, role: &str, tenant: Option<&str>) -> String {
     admin
         .create_key(&CreateKeyRequest {

@@ -293,3 +293,28 @@ pub fn test_registry() -> String {
         ),
     }
 }
+
+/// One API call with a key in `X-API-Key`: the status and the body as JSON (the raw text as a
+/// JSON string when it is not JSON).
+pub async fn call(
+    daemon: &Daemon,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut request = daemon
+        .http()
+        .request(method, format!("{}{path}", daemon.url))
+        .header("x-api-key", token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
