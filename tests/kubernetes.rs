@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, call};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -141,6 +141,41 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     )
     .await;
     assert_eq!(status, 400, "a namespace of another tenant");
+    // Rule 9: a single-namespace tenant gets the ResourceQuota backstop; several get none.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "solo", "spec": {"namespaces": ["solo-ns"], "quotas": {"sandboxes": 4, "memory": "8Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "solo-ns");
+    let hard = quotas
+        .get("sbx-tenant-quota")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .hard
+        .unwrap();
+    assert_eq!(hard["count/deployments.apps"].0, "4");
+    assert_eq!(hard["limits.memory"].0, "8Gi");
+    let acme_quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "acme-a");
+    assert!(
+        acme_quotas
+            .get_opt("sbx-tenant-quota")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        call(&daemon, &admin, M::DELETE, "/api/v1/tenants/solo", None)
+            .await
+            .0,
+        200
+    );
     let (status, body) = call(
         &daemon,
         &admin,

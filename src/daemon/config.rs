@@ -226,7 +226,15 @@ impl Config {
                 .or(file.data_dir)
                 .unwrap_or_else(paths::default_data_dir),
             mode: overrides.mode.or(file.mode).unwrap_or_default(),
-            platform: overrides.platform.or(file.platform).unwrap_or_default(),
+            // In a pod (the service account's API server in the environment) the default is
+            // the cluster.
+            platform: overrides
+                .platform
+                .or(file.platform)
+                .or_else(|| {
+                    std::env::var_os("KUBERNETES_SERVICE_HOST").map(|_| PlatformKind::Kubernetes)
+                })
+                .unwrap_or_default(),
             runtime: file.runtime.unwrap_or_default(),
             network: file.network.unwrap_or_default(),
             images: {

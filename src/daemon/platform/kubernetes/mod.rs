@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret, Taint};
 use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
@@ -40,6 +40,8 @@ pub const TENANT_LABEL: &str = "sbx.io/tenant";
 pub const FIELD_MANAGER: &str = "sbx";
 
 const BINDINGS_KEY: &str = "bindings.json";
+/// The backstop ResourceQuota of a single-namespace tenant (tenant rule 9).
+pub const QUOTA_NAME: &str = "sbx-tenant-quota";
 /// `last_used` is written back at most this often per key (every use would be a Secret write).
 const TOUCH_EVERY: i64 = 60;
 
@@ -170,6 +172,51 @@ impl KubernetesPlatform {
         Err(PlatformError::Store(
             "the keys Secret kept changing under a write".into(),
         ))
+    }
+
+    /// Tenant rule 9: a tenant with exactly one namespace gets the ResourceQuota
+    /// `sbx-tenant-quota` there as a backstop of its quotas; with several it gets none.
+    async fn backstop_quota(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let [namespace] = tenant.spec.namespaces.as_slice() else {
+            return Ok(());
+        };
+        let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), namespace);
+        let quotas = tenant.spec.quotas.clone().unwrap_or_default();
+        let mut hard = serde_json::Map::new();
+        if let Some(n) = quotas.sandboxes {
+            hard.insert("count/deployments.apps".into(), n.to_string().into());
+        }
+        if let Some(v) = &quotas.vcpu {
+            hard.insert("limits.cpu".into(), v.clone().into());
+        }
+        if let Some(v) = &quotas.memory {
+            hard.insert("limits.memory".into(), v.clone().into());
+        }
+        if let Some(v) = &quotas.disk {
+            hard.insert("requests.storage".into(), v.clone().into());
+        }
+        if hard.is_empty() {
+            match api.delete(QUOTA_NAME, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(kube_error("delete the tenant's ResourceQuota", e)),
+            }
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": {TENANT_LABEL: tenant.name}},
+            "spec": {"hard": hard},
+        });
+        api.patch(
+            QUOTA_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| kube_error("the tenant's ResourceQuota", e))
     }
 
     /// Creates each namespace that is missing and labels each with the tenant.
@@ -371,7 +418,8 @@ impl Platform for KubernetesPlatform {
                 },
             )?;
         self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
-            .await
+            .await?;
+        self.backstop_quota(tenant).await
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
@@ -391,9 +439,9 @@ impl Platform for KubernetesPlatform {
                 .await
             {
                 Ok(_) => {
-                    return self
-                        .claim_namespaces(&tenant.name, &tenant.spec.namespaces)
-                        .await;
+                    self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+                        .await?;
+                    return self.backstop_quota(tenant).await;
                 }
                 Err(e) if conflict(&e) => continue,
                 Err(e) => return Err(kube_error(&format!("tenant {}", tenant.name), e)),
