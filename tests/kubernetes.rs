@@ -9,9 +9,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Daemon, call};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+
+/// The tests share one API server and its cluster-wide objects: one at a time.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn kubeconfig() -> String {
     std::env::var("SBX_TEST_KUBECONFIG").expect(
@@ -82,6 +86,7 @@ fn start() -> Daemon {
 #[tokio::test]
 async fn identity_and_tenancy_live_in_the_cluster() {
     use reqwest::Method as M;
+    let _one = CLUSTER.lock().await;
     let client = cluster().await;
     reset(&client).await;
     let daemon = start();
@@ -270,14 +275,6 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     assert_eq!(status, 200, "{body}");
     assert!(body["data"]["node-1"]["error"].is_string(), "{body}");
 
-    // Sandbox routes are not built on this platform yet: 503 in the envelope, saying so.
-    let (status, body) = call(&daemon, &admin, M::GET, "/api/v1/sandboxes", None).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (503, Some("ServiceUnavailable")),
-        "{body}"
-    );
-
     // A second replica on the same cluster sees the same keys and tenants, and a restart
     // keeps them (no state in the data dir).
     let replica = start();
@@ -321,6 +318,201 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/tenants/acme", None).await;
     assert_eq!(status, 200);
     assert!(tenants(&client).get_opt("acme").await.unwrap().is_none());
+    reset(&client).await;
+}
+
+#[tokio::test]
+async fn sandboxes_are_deployments() {
+    use reqwest::Method as M;
+    let _one = CLUSTER.lock().await;
+    let client = cluster().await;
+    reset(&client).await;
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "sb-ns");
+    let create = |body: Value| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        async move { call(daemon, &admin, M::POST, "/api/v1/sandboxes", Some(body)).await }
+    };
+    let (status, body) = create(json!({
+        "name": "web", "namespace": "sb-ns", "image": "busybox:1.36",
+        "limits": {"cpu": "500m", "memory": "256Mi"}, "cap_add": ["NET_BIND_SERVICE"],
+    }))
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The Deployment: the backend's RuntimeClass, the limits, the user and capabilities.
+    let d = deployments.get("web").await.unwrap();
+    assert_eq!(d.spec.replicas, Some(1));
+    let pod = d.spec.template.spec.clone().unwrap();
+    assert_eq!(pod.runtime_class_name.as_deref(), Some("kata-qemu"));
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    let container = &pod.containers[0];
+    assert_eq!(container.image.as_deref(), Some("busybox:1.36"));
+    let limits = container.resources.clone().unwrap().limits.unwrap();
+    assert_eq!(
+        (limits["cpu"].0.as_str(), limits["memory"].0.as_str()),
+        ("500m", "256Mi")
+    );
+    let caps = container
+        .security_context
+        .clone()
+        .unwrap()
+        .capabilities
+        .unwrap();
+    assert_eq!(caps.drop.unwrap(), ["ALL"]);
+    assert_eq!(caps.add.unwrap(), ["NET_BIND_SERVICE"]);
+    assert_eq!(
+        d.metadata.annotations.unwrap()["sbx.io/backend"],
+        "kata-qemu-longhorn"
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    assert!(
+        namespaces.get("sb-ns").await.is_ok(),
+        "the namespace was created"
+    );
+
+    let get = |name: &'static str| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        async move {
+            call(
+                daemon,
+                &admin,
+                M::GET,
+                &format!("/api/v1/sandboxes/{name}?namespace=sb-ns"),
+                None,
+            )
+            .await
+        }
+    };
+    let (status, body) = get("web").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (
+            body["data"]["status"].as_str(),
+            body["data"]["ready"].as_str()
+        ),
+        (Some("Pending"), Some("False"))
+    );
+    assert_eq!(body["data"]["backend"], "kata-qemu-longhorn");
+    // This test environment has no controllers and no kubelet: the test plays them and marks
+    // the Deployment's replica ready, as the ReplicaSet controller would.
+    let ready = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+    deployments
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&ready))
+        .await
+        .unwrap();
+    let (_, body) = get("web").await;
+    assert_eq!(
+        (
+            body["data"]["status"].as_str(),
+            body["data"]["ready"].as_str()
+        ),
+        (Some("Running"), Some("True")),
+        "{body}"
+    );
+
+    // The other backend, a non-root sandbox, and what is refused.
+    let (status, body) = create(json!({"name": "fc", "namespace": "sb-ns", "image": "busybox", "backend": "kata-firecracker-devmapper", "pod_non_root": true})).await;
+    assert_eq!(status, 201, "{body}");
+    let pod = deployments
+        .get("fc")
+        .await
+        .unwrap()
+        .spec
+        .template
+        .spec
+        .unwrap();
+    assert_eq!(pod.runtime_class_name.as_deref(), Some("kata-fc"));
+    let security = pod.security_context.unwrap();
+    assert_eq!(
+        (security.run_as_user, security.fs_group),
+        (Some(65532), Some(65532))
+    );
+    for (body, says) in [
+        (
+            json!({"name": "web", "namespace": "sb-ns", "image": "busybox"}),
+            "already exists",
+        ),
+        (
+            json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "backend": "sbxd"}),
+            "kata-qemu-longhorn",
+        ),
+        (
+            json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "before_script": "true"}),
+            "not available on the Kubernetes platform yet",
+        ),
+    ] {
+        let (status, response) = create(body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {response}");
+        assert!(
+            response["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(says),
+            "{response}"
+        );
+    }
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::GET,
+        "/api/v1/sandboxes?all_namespaces=true",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fc", "web"]);
+
+    // Pause scales to zero, resume back to one; pausing a paused sandbox is 409.
+    let pause = |path: &'static str| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        async move {
+            call(
+                daemon,
+                &admin,
+                M::POST,
+                path,
+                Some(json!({"namespace": "sb-ns"})),
+            )
+            .await
+        }
+    };
+    assert_eq!(pause("/api/v1/sandboxes/web/pause").await.0, 200);
+    assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(0));
+    assert_eq!(get("web").await.1["data"]["status"], "Paused");
+    assert_eq!(pause("/api/v1/sandboxes/web/pause").await.0, 409);
+    assert_eq!(pause("/api/v1/sandboxes/web/resume").await.0, 200);
+    assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(1));
+    // Exec needs a node: 503 on this platform for now.
+    let (status, _) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes/web/exec?namespace=sb-ns",
+        Some(json!({"command": "true"})),
+    )
+    .await;
+    assert_eq!(status, 503);
+    // Delete: the Deployment goes.
+    for name in ["web", "fc"] {
+        let (status, body) = call(
+            &daemon,
+            &admin,
+            M::DELETE,
+            &format!("/api/v1/sandboxes/{name}?namespace=sb-ns"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    assert_eq!(get("web").await.0, 404);
     reset(&client).await;
 }
 

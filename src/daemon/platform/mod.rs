@@ -185,6 +185,8 @@ pub struct Metering {
 pub trait Platform: Send + Sync + 'static {
     /// Short name for logs (`local`, `kubernetes`).
     fn name(&self) -> &'static str;
+    /// The backends this platform runs sandboxes on, its default first.
+    fn backends(&self) -> &'static [&'static str];
 
     /// Every stored key.
     async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>>;

@@ -106,6 +106,8 @@ impl Nodes {
 /// The sizing and placement of a sandbox-to-be, as tenant policy sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sizing {
+    /// The backend (limits some backends cannot enforce are refused).
+    pub backend: String,
     /// CPU limit, millicores.
     pub cpu_millis: Option<u64>,
     /// Memory limit, bytes.
@@ -168,13 +170,19 @@ pub fn apply_tenant_policy(
         if spec.quotas.as_ref().is_some_and(|q| q.disk.is_some()) {
             unenforceable.push("quotas.disk");
         }
+        // Network limits are enforced on kql and kfd; the sbxd backends enforce none of
+        // these, and diskIO no backend enforces (accepted by the schema everywhere else).
+        if !sizing.backend.starts_with("sbxd") {
+            unenforceable.clear();
+        }
         if !unenforceable.is_empty() {
             return Err(ServiceError::new(
                 ErrorCode::LimitNotEnforceable,
                 format!(
-                    "tenant '{}' sets {}, which the {LOCAL_BACKEND} backend cannot enforce",
+                    "tenant '{}' sets {}, which the {} backend cannot enforce",
                     owner.name,
-                    unenforceable.join(" and ")
+                    unenforceable.join(" and "),
+                    sizing.backend
                 ),
             ));
         }
@@ -332,13 +340,15 @@ impl SandboxService {
         normalize_reference(&image).map_err(|e| bad(e.to_string()))?;
         let namespace = request.namespace().to_string();
         names::validate_dns_label("namespace", &namespace).map_err(bad)?;
+        let available = self.platform.backends();
         let backend = request
             .backend
             .clone()
-            .unwrap_or_else(|| LOCAL_BACKEND.to_string());
-        if backend != LOCAL_BACKEND {
+            .unwrap_or_else(|| available[0].to_string());
+        if !available.contains(&backend.as_str()) {
             return Err(bad(format!(
-                "backend '{backend}' is not available on this platform (available: {LOCAL_BACKEND})"
+                "backend '{backend}' is not available on this platform (available: {})",
+                available.join(", ")
             )));
         }
         let limits = request
@@ -418,6 +428,7 @@ impl SandboxService {
             .await?;
         let owner = self.tenants.owner(&new.namespace).await?;
         let mut sizing = Sizing {
+            backend: new.backend.clone(),
             cpu_millis: new.cpu_millis,
             memory_bytes: new.memory_bytes,
             ephemeral_bytes: new.ephemeral_bytes,

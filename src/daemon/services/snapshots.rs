@@ -256,6 +256,7 @@ impl SnapshotService {
         let recorded = self.platform.snapshot_size(&namespace, snapshot).await?;
         let nonzero = |v: u64| (v > 0).then_some(v);
         let mut sizing = Sizing {
+            backend: source_backend.clone(),
             cpu_millis: plan.cpu_millis.or(nonzero(recorded.cpu_millis)),
             memory_bytes: plan.memory_bytes.or(nonzero(recorded.memory_bytes)),
             ephemeral_bytes: plan.ephemeral_bytes.or(nonzero(recorded.disk_bytes)),

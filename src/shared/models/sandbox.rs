@@ -42,6 +42,25 @@ pub enum SandboxStatus {
     Terminating,
 }
 
+impl SandboxStatus {
+    /// The wire form (`Running`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxStatus::Pending => "Pending",
+            SandboxStatus::Running => "Running",
+            SandboxStatus::Paused => "Paused",
+            SandboxStatus::Failed => "Failed",
+            SandboxStatus::Terminating => "Terminating",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A sandbox as returned by list and get.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Sandbox {

@@ -16,9 +16,13 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
 
+pub mod sandboxes;
+
+use k8s_openapi::api::apps::v1::Deployment;
+
 use crate::daemon::platform::{
-    Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
-    StoredKey, StoredTenant,
+    MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation,
+    RestorePlan, StoredKey, StoredTenant,
 };
 use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::{ApiKey, RoleBindings};
@@ -36,6 +40,10 @@ pub const BOOTSTRAP_SECRET: &str = "sbx-bootstrap-admin";
 pub const BINDINGS_CONFIGMAP: &str = "sbx-role-bindings";
 /// Label (and taint key) naming a namespace's or a node's tenant.
 pub const TENANT_LABEL: &str = "sbx.io/tenant";
+/// Kata QEMU with a Longhorn root volume: the default backend here.
+pub const KQL_BACKEND: &str = "kata-qemu-longhorn";
+/// Kata Firecracker with devmapper storage.
+pub const KFD_BACKEND: &str = "kata-firecracker-devmapper";
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "sbx";
 
@@ -123,6 +131,63 @@ impl KubernetesPlatform {
             client,
             touched: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn deployments(&self, namespace: Option<&str>) -> Api<Deployment> {
+        match namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// The sandbox Deployments of a namespace (all when `None`), by namespace then name.
+    async fn sandbox_deployments(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<Deployment>> {
+        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
+        let mut list = self
+            .deployments(namespace)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| kube_error("list sandboxes", e))?
+            .items;
+        list.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        Ok(list)
+    }
+
+    /// One sandbox's Deployment (404 worded as for a missing sandbox).
+    async fn sandbox_deployment(&self, namespace: &str, name: &str) -> PlatformResult<Deployment> {
+        let missing = || {
+            PlatformError::NotFound(format!(
+                "sandbox '{name}' not found in namespace '{namespace}'"
+            ))
+        };
+        let found = self
+            .deployments(Some(namespace))
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(&format!("sandbox {name}"), e))?
+            .ok_or_else(missing)?;
+        let managed = found
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(sandboxes::MANAGED_LABEL))
+            .is_some_and(|v| v == FIELD_MANAGER);
+        if managed { Ok(found) } else { Err(missing()) }
+    }
+
+    async fn scale(&self, namespace: &str, name: &str, replicas: i32) -> PlatformResult<()> {
+        let patch = serde_json::json!({"spec": {"replicas": replicas}});
+        self.deployments(Some(namespace))
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|e| kube_error(&format!("sandbox {name}"), e))
     }
 
     fn secrets(&self) -> Api<Secret> {
@@ -262,6 +327,10 @@ impl KubernetesPlatform {
 impl Platform for KubernetesPlatform {
     fn name(&self) -> &'static str {
         "kubernetes"
+    }
+
+    fn backends(&self) -> &'static [&'static str] {
+        &[KQL_BACKEND, KFD_BACKEND]
     }
 
     async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>> {
@@ -551,39 +620,132 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn metering(&self) -> PlatformResult<Metering> {
-        Ok(Metering::default())
+        let now = crate::shared::timestamp::now_unix();
+        let mut out = Metering::default();
+        for d in self.sandbox_deployments(None).await? {
+            let record = sandboxes::sandbox(&d, now);
+            let size = sandboxes::size(&d);
+            out.sandboxes.push(MeterSample {
+                namespace: record.namespace,
+                name: record.name,
+                backend: record.backend,
+                state: record.status.to_string().to_ascii_lowercase(),
+                cpu_millis: size.cpu_millis,
+                memory_bytes: size.memory_bytes,
+                disk_bytes: size.disk_bytes,
+                egress_bytes: None,
+            });
+        }
+        Ok(out)
     }
 
-    async fn reservation(&self, _namespaces: &[String]) -> PlatformResult<Reservation> {
-        Ok(Reservation::default())
+    async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        let mut total = Reservation::default();
+        for ns in namespaces {
+            for d in self.sandbox_deployments(Some(ns)).await? {
+                let size = sandboxes::size(&d);
+                total.sandboxes += 1;
+                total.cpu_millis += size.cpu_millis;
+                total.memory_bytes += size.memory_bytes;
+                total.disk_bytes += size.disk_bytes;
+            }
+        }
+        Ok(total)
     }
 
-    async fn sandbox_size(&self, _namespace: &str, _name: &str) -> PlatformResult<Reservation> {
-        Err(not_yet("fork"))
+    async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        Ok(sandboxes::size(
+            &self.sandbox_deployment(namespace, name).await?,
+        ))
     }
 
     async fn snapshot_size(&self, _namespace: &str, _name: &str) -> PlatformResult<Reservation> {
         Err(not_yet("restore"))
     }
 
-    async fn create_sandbox(&self, _new: NewSandbox) -> PlatformResult<()> {
-        Err(not_yet("creating sandboxes"))
+    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
+        if !new.env.is_empty() || new.before_script.is_some() || new.egress.is_some() {
+            return Err(PlatformError::Invalid(
+                "env_file, before_script and egress_whitelist are not available on the \
+                 Kubernetes platform yet"
+                    .into(),
+            ));
+        }
+        // The namespace: created when missing; its tenant (label) decides the toleration.
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let tenant = match namespaces
+            .get_opt(&new.namespace)
+            .await
+            .map_err(|e| kube_error(&format!("namespace {}", new.namespace), e))?
+        {
+            Some(ns) => ns
+                .metadata
+                .labels
+                .and_then(|l| l.get(TENANT_LABEL).cloned()),
+            None => {
+                let ns = Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(new.namespace.clone()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                match namespaces.create(&PostParams::default(), &ns).await {
+                    Ok(_) => {}
+                    Err(e) if conflict(&e) => {}
+                    Err(e) => return Err(kube_error(&format!("namespace {}", new.namespace), e)),
+                }
+                None
+            }
+        };
+        let object: Deployment =
+            serde_json::from_value(sandboxes::deployment(&new, tenant.as_deref()))
+                .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
+        self.deployments(Some(&new.namespace))
+            .create(
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                },
+                &object,
+            )
+            .await
+            .map(drop)
+            .map_err(|e| match kube_error(&format!("sandbox {}", new.name), e) {
+                PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
+                    "sandbox '{}' already exists in namespace '{}'",
+                    new.name, new.namespace
+                )),
+                other => other,
+            })
     }
 
-    async fn list_sandboxes(&self, _namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
-        Err(not_yet("listing sandboxes"))
+    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
+        let now = crate::shared::timestamp::now_unix();
+        Ok(self
+            .sandbox_deployments(namespace)
+            .await?
+            .iter()
+            .map(|d| sandboxes::sandbox(d, now))
+            .collect())
     }
 
     fn sandboxes_version(&self) -> Option<u64> {
         None
     }
 
-    async fn get_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<Sandbox> {
-        Err(not_yet("reading sandboxes"))
+    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        let d = self.sandbox_deployment(namespace, name).await?;
+        Ok(sandboxes::sandbox(&d, crate::shared::timestamp::now_unix()))
     }
 
-    async fn delete_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
-        Err(not_yet("deleting sandboxes"))
+    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandbox_deployment(namespace, name).await?;
+        self.deployments(Some(namespace))
+            .delete(name, &Default::default())
+            .await
+            .map(drop)
+            .map_err(|e| kube_error(&format!("sandbox {name}"), e))
     }
 
     async fn exec_sandbox(
@@ -606,12 +768,25 @@ impl Platform for KubernetesPlatform {
         Err(not_yet("logs"))
     }
 
-    async fn pause_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
-        Err(not_yet("pause"))
+    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let d = self.sandbox_deployment(namespace, name).await?;
+        let record = sandboxes::sandbox(&d, 0);
+        if record.status != crate::shared::models::sandbox::SandboxStatus::Running {
+            return Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is {}: only a running sandbox can be paused",
+                record.status
+            )));
+        }
+        self.scale(namespace, name, 0).await
     }
 
-    async fn resume_sandbox(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
-        Err(not_yet("resume"))
+    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let d = self.sandbox_deployment(namespace, name).await?;
+        if d.spec.replicas == Some(0) {
+            self.scale(namespace, name, 1).await
+        } else {
+            Ok(())
+        }
     }
 
     async fn sandbox_metrics(

@@ -178,6 +178,10 @@ impl Platform for LocalPlatform {
         "local"
     }
 
+    fn backends(&self) -> &'static [&'static str] {
+        &["sbxd"]
+    }
+
     async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>> {
         self.db
             .call(|conn| {

@@ -84,13 +84,7 @@ pub struct LocalSandboxes {
 }
 
 pub(super) fn status_text(status: SandboxStatus) -> &'static str {
-    match status {
-        SandboxStatus::Pending => "Pending",
-        SandboxStatus::Running => "Running",
-        SandboxStatus::Paused => "Paused",
-        SandboxStatus::Failed => "Failed",
-        SandboxStatus::Terminating => "Terminating",
-    }
+    status.as_str()
 }
 
 fn parse_status(text: &str) -> SandboxStatus {

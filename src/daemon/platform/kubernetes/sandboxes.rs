@@ -1,0 +1,177 @@
+//! Sandboxes as Deployments: the object a create becomes, and the sandbox record a
+//! Deployment reads as.
+use k8s_openapi::api::apps::v1::Deployment;
+use serde_json::{Value, json};
+
+use crate::daemon::platform::{NewSandbox, Reservation};
+use crate::shared::duration::format_age;
+use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
+use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
+
+/// Label every sandbox Deployment (and its Pods) carries: the sandbox's name.
+pub const SANDBOX_LABEL: &str = "sbx.io/sandbox";
+/// Label marking objects sbx manages.
+pub const MANAGED_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Annotation recording the backend.
+pub const BACKEND_ANNOTATION: &str = "sbx.io/backend";
+/// The main container's name.
+pub const CONTAINER: &str = "sandbox";
+
+/// The RuntimeClass of a backend.
+pub fn runtime_class(backend: &str) -> &'static str {
+    match backend {
+        super::KFD_BACKEND => "kata-fc",
+        _ => "kata-qemu",
+    }
+}
+
+/// The Deployment (server-side apply body) of a new sandbox: one replica of the image under
+/// the backend's RuntimeClass, the limits as resources, the user and capabilities of the
+/// create body, no service-account token, placement on the allowed nodes (tolerating their
+/// tenant's dedication taint).
+pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
+    let mut limits = serde_json::Map::new();
+    if let Some(m) = new.cpu_millis {
+        limits.insert("cpu".into(), format_cpu_millis(m).into());
+    }
+    if let Some(b) = new.memory_bytes {
+        limits.insert("memory".into(), format_bytes_binary(b).into());
+    }
+    if let Some(b) = new.ephemeral_bytes {
+        limits.insert("ephemeral-storage".into(), format_bytes_binary(b).into());
+    }
+    let caps: Vec<String> = new
+        .capabilities
+        .iter()
+        .map(|c| c.trim_start_matches("CAP_").to_string())
+        .collect();
+    let mut pod_security = json!({"runAsUser": new.uid, "runAsGroup": new.gid});
+    if !new.additional_gids.is_empty() {
+        pod_security["fsGroup"] = json!(new.additional_gids[0]);
+        pod_security["runAsNonRoot"] = json!(true);
+    }
+    let mut pod_spec = json!({
+        "runtimeClassName": runtime_class(&new.backend),
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": pod_security,
+        "containers": [{
+            "name": CONTAINER,
+            "image": new.image,
+            "resources": {"limits": limits, "requests": limits},
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"], "add": caps},
+            },
+        }],
+    });
+    if let Some(nodes) = &new.nodes {
+        pod_spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{
+                "key": "kubernetes.io/hostname", "operator": "In", "values": nodes,
+            }]}],
+        }}});
+    }
+    if let Some(tenant) = tenant {
+        pod_spec["tolerations"] = json!([{
+            "key": super::TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
+        }]);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": new.name,
+            "namespace": new.namespace,
+            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
+            "annotations": {BACKEND_ANNOTATION: new.backend},
+        },
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {SANDBOX_LABEL: new.name}},
+            "template": {
+                "metadata": {"labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER}},
+                "spec": pod_spec,
+            },
+        },
+    })
+}
+
+/// The sandbox record of a Deployment at `now` (unix seconds).
+pub fn sandbox(deployment: &Deployment, now: i64) -> Sandbox {
+    let meta = &deployment.metadata;
+    let spec = &deployment.spec;
+    let status = deployment.status.as_ref();
+    let wanted = spec.replicas.unwrap_or(1);
+    let ready_replicas = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let failed = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| {
+            c.iter().find(|c| {
+                c.type_.as_deref() == Some("Progressing")
+                    && c.status.as_deref() == Some("False")
+                    && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+            })
+        })
+        .map(|c| c.message.clone().unwrap_or_default());
+    let (state, ready, error) = if meta.deletion_timestamp.is_some() {
+        (SandboxStatus::Terminating, false, String::new())
+    } else if wanted == 0 {
+        (SandboxStatus::Paused, false, String::new())
+    } else if let Some(message) = failed {
+        (SandboxStatus::Failed, false, message)
+    } else if ready_replicas >= 1 {
+        (SandboxStatus::Running, true, String::new())
+    } else {
+        (SandboxStatus::Pending, false, String::new())
+    };
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(now);
+    let container = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.containers.first());
+    Sandbox {
+        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        status: state,
+        ready: if ready { "True" } else { "False" }.to_string(),
+        restarts: 0,
+        age: format_age((now - created).max(0) as u64),
+        image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
+        error_message: error,
+        backend: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
+            .unwrap_or_default(),
+    }
+}
+
+/// What a sandbox Deployment reserves (its container's limits).
+pub fn size(deployment: &Deployment) -> Reservation {
+    let limits = deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.containers.first())
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.limits.clone())
+        .unwrap_or_default();
+    let parse = |key: &str| limits.get(key).and_then(|q| Quantity::parse(&q.0).ok());
+    Reservation {
+        sandboxes: 1,
+        cpu_millis: parse("cpu").map(|q| q.millis() as u64).unwrap_or(0),
+        memory_bytes: parse("memory").map(|q| q.value_ceil() as u64).unwrap_or(0),
+        disk_bytes: parse("ephemeral-storage")
+            .map(|q| q.value_ceil() as u64)
+            .unwrap_or(0),
+        snapshot_bytes: 0,
+    }
+}
