@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::{Daemon, call};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -437,10 +438,6 @@ async fn sandboxes_are_deployments() {
             json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "backend": "sbxd"}),
             "kata-qemu-longhorn",
         ),
-        (
-            json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "before_script": "true"}),
-            "not available on the Kubernetes platform yet",
-        ),
     ] {
         let (status, response) = create(body.clone()).await;
         assert_eq!(status, 400, "{body} -> {response}");
@@ -452,6 +449,87 @@ async fn sandboxes_are_deployments() {
             "{response}"
         );
     }
+    // env_file -> a Secret the container reads; before_script -> a postStart hook and the
+    // readiness probe waiting for it; egress_whitelist -> a NetworkPolicy (+ DNS).
+    let env_dir = tempfile::tempdir().unwrap();
+    let env_file = env_dir.path().join("app.env");
+    std::fs::write(&env_file, "TOKEN=s3cret\nMODE=test\n").unwrap();
+    let (status, body) = create(json!({
+        "name": "full", "namespace": "sb-ns", "image": "busybox",
+        "env_file": env_file.to_str().unwrap(), "before_script": "echo prepared > /tmp/p",
+        "egress_whitelist": ["10.20.0.0/16"],
+    }))
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let pod = deployments
+        .get("full")
+        .await
+        .unwrap()
+        .spec
+        .template
+        .spec
+        .unwrap();
+    let container = &pod.containers[0];
+    assert_eq!(
+        container.env_from.clone().unwrap()[0]
+            .secret_ref
+            .clone()
+            .unwrap()
+            .name,
+        "full-env"
+    );
+    let hook = container
+        .lifecycle
+        .clone()
+        .unwrap()
+        .post_start
+        .unwrap()
+        .exec
+        .unwrap()
+        .command
+        .unwrap();
+    assert!(hook[2].contains("echo prepared > /tmp/p"), "{hook:?}");
+    assert!(container.readiness_probe.is_some());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "sb-ns");
+    let env = secrets.get("full-env").await.unwrap().data.unwrap();
+    assert_eq!(env["TOKEN"].0, b"s3cret");
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), "sb-ns");
+    let policy =
+        serde_json::to_value(policies.get("full-egress").await.unwrap().spec.unwrap()).unwrap();
+    assert_eq!(policy["policyTypes"], json!(["Egress"]));
+    assert_eq!(
+        policy["egress"][0]["to"][0]["ipBlock"]["cidr"],
+        "10.20.0.0/16"
+    );
+    assert_eq!(policy["egress"][1]["ports"][0]["port"], 53);
+    let (status, _) = create(
+        json!({"name": "sealed", "namespace": "sb-ns", "image": "busybox", "egress_whitelist": []}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let sealed =
+        serde_json::to_value(policies.get("sealed-egress").await.unwrap().spec.unwrap()).unwrap();
+    assert!(
+        sealed
+            .get("egress")
+            .is_none_or(|e| e.as_array().is_some_and(|a| a.is_empty())),
+        "{sealed}"
+    );
+    for name in ["full", "sealed"] {
+        let (status, _) = call(
+            &daemon,
+            &admin,
+            M::DELETE,
+            &format!("/api/v1/sandboxes/{name}?namespace=sb-ns"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    assert!(secrets.get_opt("full-env").await.unwrap().is_none());
+    assert!(policies.get_opt("full-egress").await.unwrap().is_none());
+    assert!(policies.get_opt("sealed-egress").await.unwrap().is_none());
+
     let (status, body) = call(
         &daemon,
         &admin,

@@ -19,6 +19,7 @@ use kube::api::{
 pub mod sandboxes;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 
 use crate::daemon::platform::{
     MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation,
@@ -188,6 +189,27 @@ impl KubernetesPlatform {
             .await
             .map(drop)
             .map_err(|e| kube_error(&format!("sandbox {name}"), e))
+    }
+
+    /// Server-side applies a namespaced object given as JSON.
+    async fn apply_in(&self, namespace: &str, object: serde_json::Value) -> PlatformResult<()> {
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let outcome = match kind.as_str() {
+            "Secret" => Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop),
+            _ => Api::<NetworkPolicy>::namespaced(self.client.clone(), namespace)
+                .patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .map(drop),
+        };
+        outcome.map_err(|e| kube_error(&format!("{kind} {name}"), e))
     }
 
     fn secrets(&self) -> Api<Secret> {
@@ -664,13 +686,6 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
-        if !new.env.is_empty() || new.before_script.is_some() || new.egress.is_some() {
-            return Err(PlatformError::Invalid(
-                "env_file, before_script and egress_whitelist are not available on the \
-                 Kubernetes platform yet"
-                    .into(),
-            ));
-        }
         // The namespace: created when missing; its tenant (label) decides the toleration.
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let tenant = match namespaces
@@ -701,25 +716,36 @@ impl Platform for KubernetesPlatform {
         let object: Deployment =
             serde_json::from_value(sandboxes::deployment(&new, tenant.as_deref()))
                 .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
+        let post = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
         self.deployments(Some(&new.namespace))
-            .create(
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                },
-                &object,
-            )
+            .create(&post, &object)
             .await
-            .map(drop)
             .map_err(|e| match kube_error(&format!("sandbox {}", new.name), e) {
                 PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
                     "sandbox '{}' already exists in namespace '{}'",
                     new.name, new.namespace
                 )),
                 other => other,
-            })
+            })?;
+        // Its env file and egress policy; a failure takes the Deployment back out.
+        let companions = async {
+            if let Some(secret) = sandboxes::env_secret_object(&new) {
+                self.apply_in(&new.namespace, secret).await?;
+            }
+            if let Some(policy) = sandboxes::egress_policy_object(&new) {
+                self.apply_in(&new.namespace, policy).await?;
+            }
+            Ok::<(), PlatformError>(())
+        };
+        if let Err(e) = companions.await {
+            let _ = self.delete_sandbox(&new.namespace, &new.name).await;
+            return Err(e);
+        }
+        Ok(())
     }
-
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
         let now = crate::shared::timestamp::now_unix();
         Ok(self
@@ -744,8 +770,26 @@ impl Platform for KubernetesPlatform {
         self.deployments(Some(namespace))
             .delete(name, &Default::default())
             .await
-            .map(drop)
-            .map_err(|e| kube_error(&format!("sandbox {name}"), e))
+            .map_err(|e| kube_error(&format!("sandbox {name}"), e))?;
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), namespace);
+        for outcome in [
+            secrets
+                .delete(&sandboxes::env_secret(name), &Default::default())
+                .await
+                .map(drop),
+            policies
+                .delete(&sandboxes::egress_policy(name), &Default::default())
+                .await
+                .map(drop),
+        ] {
+            match outcome {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(kube_error(&format!("sandbox {name}"), e)),
+            }
+        }
+        Ok(())
     }
 
     async fn exec_sandbox(

@@ -16,6 +16,74 @@ pub const MANAGED_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const BACKEND_ANNOTATION: &str = "sbx.io/backend";
 /// The main container's name.
 pub const CONTAINER: &str = "sandbox";
+/// The file a passed `before_script` leaves; the readiness probe waits for it.
+pub const READY_MARKER: &str = "/tmp/.sbx-ready";
+
+/// Name of the Secret holding a sandbox's env file.
+pub fn env_secret(sandbox: &str) -> String {
+    format!("{sandbox}-env")
+}
+
+/// Name of a sandbox's egress NetworkPolicy.
+pub fn egress_policy(sandbox: &str) -> String {
+    format!("{sandbox}-egress")
+}
+
+/// The env file as a Secret (`stringData`), when the create named one.
+pub fn env_secret_object(new: &NewSandbox) -> Option<Value> {
+    if new.env.is_empty() {
+        return None;
+    }
+    let data: serde_json::Map<String, Value> = new
+        .env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+        .collect();
+    Some(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": env_secret(&new.name),
+            "namespace": new.namespace,
+            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
+        },
+        "type": "Opaque",
+        "stringData": data,
+    }))
+}
+
+/// The egress allow-list as a NetworkPolicy (DESIGN §4): `[]` allows nothing out; a list
+/// allows those CIDRs plus DNS to the cluster's resolver; no list, no policy.
+pub fn egress_policy_object(new: &NewSandbox) -> Option<Value> {
+    let list = new.egress.as_ref()?;
+    let mut rules = Vec::new();
+    if !list.is_empty() {
+        let blocks: Vec<Value> = list
+            .iter()
+            .map(|c| json!({"ipBlock": {"cidr": c}}))
+            .collect();
+        rules.push(json!({"to": blocks}));
+        rules.push(json!({
+            "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        }));
+    }
+    Some(json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": egress_policy(&new.name),
+            "namespace": new.namespace,
+            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {SANDBOX_LABEL: new.name}},
+            "policyTypes": ["Egress"],
+            "egress": rules,
+        },
+    }))
+}
 
 /// The RuntimeClass of a backend.
 pub fn runtime_class(backend: &str) -> &'static str {
@@ -50,20 +118,35 @@ pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
         pod_security["fsGroup"] = json!(new.additional_gids[0]);
         pod_security["runAsNonRoot"] = json!(true);
     }
+    let mut container = json!({
+        "name": CONTAINER,
+        "image": new.image,
+        "resources": {"limits": limits, "requests": limits},
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"], "add": caps},
+        },
+    });
+    if !new.env.is_empty() {
+        container["envFrom"] = json!([{"secretRef": {"name": env_secret(&new.name)}}]);
+    }
+    if let Some(script) = &new.before_script {
+        // The script runs as the container starts; the sandbox is Ready once it passed (a
+        // failing script fails the start, and the kubelet restarts the container).
+        container["lifecycle"] = json!({"postStart": {"exec": {"command": [
+            "/bin/sh", "-c", format!("{script}\ntouch {READY_MARKER}"),
+        ]}}});
+        container["readinessProbe"] = json!({
+            "exec": {"command": ["/bin/sh", "-c", format!("test -e {READY_MARKER}")]},
+            "periodSeconds": 1,
+        });
+    }
     let mut pod_spec = json!({
         "runtimeClassName": runtime_class(&new.backend),
         "automountServiceAccountToken": false,
         "enableServiceLinks": false,
         "securityContext": pod_security,
-        "containers": [{
-            "name": CONTAINER,
-            "image": new.image,
-            "resources": {"limits": limits, "requests": limits},
-            "securityContext": {
-                "allowPrivilegeEscalation": false,
-                "capabilities": {"drop": ["ALL"], "add": caps},
-            },
-        }],
+        "containers": [container],
     });
     if let Some(nodes) = &new.nodes {
         pod_spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
