@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{Daemon, call};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -409,6 +409,44 @@ async fn sandboxes_are_deployments() {
             body["data"]["ready"].as_str()
         ),
         (Some("Running"), Some("True")),
+        "{body}"
+    );
+
+    // Its Pod, as a kubelet would report it (the test creates and reports it): restarts are
+    // counted and a crash loop reads Failed with the kubelet's reason.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "sb-ns");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-abc12", "labels": {"sbx.io/sandbox": "web", "app.kubernetes.io/managed-by": "sbx"}},
+        "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]},
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    let crash = json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "sandbox", "image": "busybox:1.36", "imageID": "", "ready": false, "restartCount": 2,
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+    }]}});
+    pods.patch_status("web-abc12", &PatchParams::default(), &Patch::Merge(&crash))
+        .await
+        .unwrap();
+    let (_, body) = get("web").await;
+    assert_eq!(body["data"]["restarts"], 2, "{body}");
+    assert_eq!(body["data"]["status"], "Failed", "{body}");
+    assert!(
+        body["data"]["error_message"]
+            .as_str()
+            .unwrap()
+            .starts_with("CrashLoopBackOff: back-off"),
+        "{body}"
+    );
+    pods.delete("web-abc12", &Default::default()).await.unwrap();
+    let (_, body) = get("web").await;
+    assert_eq!(
+        (
+            body["data"]["status"].as_str(),
+            body["data"]["restarts"].as_i64()
+        ),
+        (Some("Running"), Some(0)),
         "{body}"
     );
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ResourceQuota, Secret, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret, Taint};
 use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
@@ -158,6 +158,60 @@ impl KubernetesPlatform {
                 .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
         Ok(list)
+    }
+
+    /// The sandboxes' Pods of a namespace (all when `None`), by (namespace, sandbox).
+    async fn sandbox_pods(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<BTreeMap<(String, String), Vec<Pod>>> {
+        let api: Api<Pod> = match namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
+        let pods = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| kube_error("list sandbox pods", e))?
+            .items;
+        let mut by_sandbox: BTreeMap<(String, String), Vec<Pod>> = BTreeMap::new();
+        for pod in pods {
+            let sandbox = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(sandboxes::SANDBOX_LABEL))
+                .cloned();
+            if let (Some(ns), Some(sandbox)) = (pod.metadata.namespace.clone(), sandbox) {
+                by_sandbox.entry((ns, sandbox)).or_default().push(pod);
+            }
+        }
+        Ok(by_sandbox)
+    }
+
+    /// The records of these Deployments, with what their Pods say.
+    async fn records(
+        &self,
+        namespace: Option<&str>,
+        deployments: &[Deployment],
+    ) -> PlatformResult<Vec<Sandbox>> {
+        let pods = self.sandbox_pods(namespace).await?;
+        let now = crate::shared::timestamp::now_unix();
+        Ok(deployments
+            .iter()
+            .map(|d| {
+                let key = (
+                    d.metadata.namespace.clone().unwrap_or_default(),
+                    d.metadata.name.clone().unwrap_or_default(),
+                );
+                let own: Vec<&Pod> = pods
+                    .get(&key)
+                    .map(|p| p.iter().collect())
+                    .unwrap_or_default();
+                sandboxes::sandbox(d, &sandboxes::pod_view(&own), now)
+            })
+            .collect())
     }
 
     /// One sandbox's Deployment (404 worded as for a missing sandbox).
@@ -642,11 +696,11 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn metering(&self) -> PlatformResult<Metering> {
-        let now = crate::shared::timestamp::now_unix();
         let mut out = Metering::default();
-        for d in self.sandbox_deployments(None).await? {
-            let record = sandboxes::sandbox(&d, now);
-            let size = sandboxes::size(&d);
+        let deployments = self.sandbox_deployments(None).await?;
+        let records = self.records(None, &deployments).await?;
+        for (d, record) in deployments.iter().zip(records) {
+            let size = sandboxes::size(d);
             out.sandboxes.push(MeterSample {
                 namespace: record.namespace,
                 name: record.name,
@@ -747,13 +801,8 @@ impl Platform for KubernetesPlatform {
         Ok(())
     }
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
-        let now = crate::shared::timestamp::now_unix();
-        Ok(self
-            .sandbox_deployments(namespace)
-            .await?
-            .iter()
-            .map(|d| sandboxes::sandbox(d, now))
-            .collect())
+        let deployments = self.sandbox_deployments(namespace).await?;
+        self.records(namespace, &deployments).await
     }
 
     fn sandboxes_version(&self) -> Option<u64> {
@@ -762,7 +811,12 @@ impl Platform for KubernetesPlatform {
 
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
         let d = self.sandbox_deployment(namespace, name).await?;
-        Ok(sandboxes::sandbox(&d, crate::shared::timestamp::now_unix()))
+        let mut records = self
+            .records(Some(namespace), std::slice::from_ref(&d))
+            .await?;
+        records
+            .pop()
+            .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))
     }
 
     async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
@@ -813,8 +867,7 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        let d = self.sandbox_deployment(namespace, name).await?;
-        let record = sandboxes::sandbox(&d, 0);
+        let record = self.get_sandbox(namespace, name).await?;
         if record.status != crate::shared::models::sandbox::SandboxStatus::Running {
             return Err(PlatformError::Conflict(format!(
                 "sandbox '{name}' is {}: only a running sandbox can be paused",

@@ -1,6 +1,7 @@
 //! Sandboxes as Deployments: the object a create becomes, and the sandbox record a
 //! Deployment reads as.
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use crate::daemon::platform::{NewSandbox, Reservation};
@@ -181,8 +182,71 @@ pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
     })
 }
 
-/// The sandbox record of a Deployment at `now` (unix seconds).
-pub fn sandbox(deployment: &Deployment, now: i64) -> Sandbox {
+/// Container waiting reasons that mean the sandbox cannot run as it is.
+const BROKEN: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+];
+
+/// What the sandbox's Pods add to its record: restarts, and why it is not running.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodView {
+    /// Restarts of the main container.
+    pub restarts: i32,
+    /// A reason the sandbox cannot run (`Failed`).
+    pub broken: Option<String>,
+    /// A reason it waits (`Pending`, e.g. unschedulable).
+    pub waiting: Option<String>,
+}
+
+/// Reads the Pods of one sandbox.
+pub fn pod_view(pods: &[&Pod]) -> PodView {
+    let mut view = PodView::default();
+    for pod in pods {
+        let Some(status) = &pod.status else { continue };
+        for c in status.container_statuses.iter().flatten() {
+            if c.name != CONTAINER {
+                continue;
+            }
+            view.restarts += c.restart_count;
+            if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) {
+                let reason = w.reason.clone().unwrap_or_default();
+                if BROKEN.contains(&reason.as_str()) {
+                    view.broken = Some(match &w.message {
+                        Some(m) if !m.is_empty() => format!("{reason}: {m}"),
+                        _ => reason,
+                    });
+                }
+            }
+        }
+        if status.phase.as_deref() == Some("Failed") && view.broken.is_none() {
+            view.broken = Some(
+                status
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "the sandbox's pod failed".into()),
+            );
+        }
+        for c in status.conditions.iter().flatten() {
+            if c.type_ == "PodScheduled" && c.status == "False" {
+                view.waiting = Some(format!(
+                    "not scheduled: {}",
+                    c.message
+                        .clone()
+                        .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
+                ));
+            }
+        }
+    }
+    view
+}
+
+/// The sandbox record of a Deployment (and what its Pods say) at `now` (unix seconds).
+pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
     let meta = &deployment.metadata;
     let spec = &deployment.spec;
     let status = deployment.status.as_ref();
@@ -202,12 +266,16 @@ pub fn sandbox(deployment: &Deployment, now: i64) -> Sandbox {
         (SandboxStatus::Terminating, false, String::new())
     } else if wanted == 0 {
         (SandboxStatus::Paused, false, String::new())
-    } else if let Some(message) = failed {
+    } else if let Some(message) = failed.or_else(|| pods.broken.clone()) {
         (SandboxStatus::Failed, false, message)
     } else if ready_replicas >= 1 {
         (SandboxStatus::Running, true, String::new())
     } else {
-        (SandboxStatus::Pending, false, String::new())
+        (
+            SandboxStatus::Pending,
+            false,
+            pods.waiting.clone().unwrap_or_default(),
+        )
     };
     let created = meta
         .creation_timestamp
@@ -224,7 +292,7 @@ pub fn sandbox(deployment: &Deployment, now: i64) -> Sandbox {
         namespace: meta.namespace.clone().unwrap_or_default(),
         status: state,
         ready: if ready { "True" } else { "False" }.to_string(),
-        restarts: 0,
+        restarts: pods.restarts,
         age: format_age((now - created).max(0) as u64),
         image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
         error_message: error,
