@@ -96,10 +96,14 @@ pub struct Nodes {
 impl Nodes {
     /// The platform's nodes now.
     pub async fn of(platform: &dyn Platform) -> ServiceResult<Nodes> {
-        Ok(Nodes {
-            all: platform.node_names().await?,
-            dedicated: platform.node_dedications().await?,
-        })
+        let dedicated = platform.node_dedications().await?;
+        // Every node's name matters only when a dedication may exclude some.
+        let all = if dedicated.is_empty() {
+            Vec::new()
+        } else {
+            platform.node_names().await?
+        };
+        Ok(Nodes { all, dedicated })
     }
 }
 

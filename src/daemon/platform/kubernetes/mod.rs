@@ -106,7 +106,14 @@ fn not_yet(what: &str) -> PlatformError {
 pub struct KubernetesPlatform {
     client: kube::Client,
     touched: Mutex<HashMap<String, i64>>,
+    /// Node dedications as last read, and when: every create asks, and listing Nodes costs
+    /// tens of milliseconds here.
+    dedications: Mutex<Option<(std::time::Instant, BTreeMap<String, String>)>>,
 }
+
+/// How long a read of the node dedications is reused (another replica's change shows
+/// within this).
+const DEDICATIONS_TTL: Duration = Duration::from_secs(5);
 
 impl KubernetesPlatform {
     /// Connects with the kubeconfig in `KUBECONFIG` (or `~/.kube/config`, or the pod's service
@@ -131,6 +138,7 @@ impl KubernetesPlatform {
         Ok(KubernetesPlatform {
             client,
             touched: Mutex::new(HashMap::new()),
+            dedications: Mutex::new(None),
         })
     }
 
@@ -641,22 +649,36 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn node_dedications(&self) -> PlatformResult<BTreeMap<String, String>> {
+        if let Some((at, cached)) = self
+            .dedications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            if at.elapsed() < DEDICATIONS_TTL {
+                return Ok(cached.clone());
+            }
+        }
         let nodes: Api<Node> = Api::all(self.client.clone());
         let list = nodes
             .list(&ListParams::default().labels(TENANT_LABEL))
             .await
             .map_err(|e| kube_error("list nodes", e))?;
-        Ok(list
+        let dedications: BTreeMap<String, String> = list
             .items
             .into_iter()
             .filter_map(|n| {
                 let tenant = n.metadata.labels.as_ref()?.get(TENANT_LABEL)?.clone();
                 Some((n.metadata.name?, tenant))
             })
-            .collect())
+            .collect();
+        *self.dedications.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((std::time::Instant::now(), dedications.clone()));
+        Ok(dedications)
     }
 
     async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
+        *self.dedications.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let api: Api<Node> = Api::all(self.client.clone());
         for _ in 0..8 {
             let mut object = api
