@@ -632,6 +632,89 @@ async fn sandboxes_are_deployments() {
     reset(&client).await;
 }
 
+#[tokio::test]
+async fn losing_the_api_server_later_is_503_in_the_envelope() {
+    // An API server of this test's own (its own --dir), stopped under a running daemon.
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/k8s-testenv");
+    let state = dir.path().join("k8s");
+    let out = std::process::Command::new(script)
+        .args(["start", "--dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubeconfig = state.join("kubeconfig");
+    let daemon = Daemon::start_with_env(
+        &["--platform", "kubernetes"],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+    let secrets: Api<Secret> = Api::namespaced(
+        kube::Client::try_from(
+            kube::Config::from_custom_kubeconfig(
+                kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+                &Default::default(),
+            )
+            .await
+            .unwrap(),
+        )
+        .unwrap(),
+        "kube-system",
+    );
+    let token = String::from_utf8(
+        secrets
+            .get("sbx-bootstrap-admin")
+            .await
+            .unwrap()
+            .data
+            .unwrap()["token"]
+            .0
+            .clone(),
+    )
+    .unwrap();
+    let token = token.trim();
+    let (status, _) = call(
+        &daemon,
+        token,
+        reqwest::Method::GET,
+        "/api/v1/tenants",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let stopped = std::process::Command::new(script)
+        .args(["stop", "--dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(stopped.status.success());
+    // Keys are served from the daemon's copy; what needs the cluster answers 503, saying why.
+    let (status, body) = call(
+        &daemon,
+        token,
+        reqwest::Method::GET,
+        "/api/v1/sandboxes?all_namespaces=true",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (503, Some("ServiceUnavailable")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{body}"
+    );
+}
+
 #[test]
 fn an_unreachable_api_server_at_start_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

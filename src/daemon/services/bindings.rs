@@ -1,6 +1,7 @@
 //! Role bindings: which roles OIDC identities get (by group, username or `sub`), and the
-//! accounts denied outright. The document is kept in memory in step with the store, so a
-//! `PUT` (a new binding, a `deny_subjects` entry) holds from the very next request.
+//! accounts denied outright. The document is read from the store for every OIDC request, so
+//! a `PUT` on any replica (a new binding, a `deny_subjects` entry) holds from the very next
+//! request.
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -142,7 +143,10 @@ impl BindingService {
     /// The principal of a verified OIDC identity: every matching binding, combined as the
     /// highest cluster role plus the highest role per tenant; 403 for a denied account.
     pub async fn principal(&self, identity: &OidcIdentity) -> ServiceResult<Principal> {
-        let document = self.get().await?;
+        // Read on every request (spec: a binding or a `deny_subjects` entry written on any
+        // replica holds from the next request on every replica).
+        let document = self.platform.role_bindings().await?;
+        *self.document.write().await = Some(document.clone());
         let denied = document
             .deny_subjects
             .iter()

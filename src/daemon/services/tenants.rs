@@ -20,6 +20,8 @@ use crate::shared::timestamp::now_unix;
 
 /// How often `status.usage` is recomputed (spec: every 60 seconds).
 pub const STATUS_REFRESH: Duration = Duration::from_secs(60);
+/// How often the tenants are read again from the store (other replicas' writes).
+pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 /// What a request does to a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,12 +347,20 @@ impl TenantService {
         Ok(status)
     }
 
-    /// Rewrites every tenant's `status` every [`STATUS_REFRESH`] (tenant rule 4).
+    /// Rewrites every tenant's `status` every [`STATUS_REFRESH`] (tenant rule 4), and
+    /// reloads the tenants every [`RELOAD_EVERY`] so that another replica's writes show.
     pub async fn status_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(STATUS_REFRESH);
+        let mut reload = tokio::time::interval(RELOAD_EVERY);
+        let mut status = tokio::time::interval(STATUS_REFRESH);
         loop {
-            tick.tick().await;
-            self.refresh_statuses().await;
+            tokio::select! {
+                _ = reload.tick() => {
+                    if let Err(e) = self.reload().await {
+                        tracing::warn!(error = %e.message, "tenant reload failed");
+                    }
+                }
+                _ = status.tick() => self.refresh_statuses().await,
+            }
         }
     }
 
