@@ -250,13 +250,6 @@ pub struct MetricsArgs {
     pub ns: NamespaceArg,
 }
 
-fn status_text(status: SandboxStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 impl Row for Sandbox {
     fn headers(wide: bool) -> Vec<&'static str> {
         let mut h = vec![
@@ -278,7 +271,7 @@ impl Row for Sandbox {
         let mut c = vec![
             self.namespace.clone(),
             self.name.clone(),
-            status_text(self.status),
+            self.status.to_string(),
             self.ready.clone(),
             self.restarts.to_string(),
             self.age.clone(),
@@ -297,7 +290,7 @@ impl Detail for Sandbox {
         let mut f = vec![
             ("Name", self.name.clone()),
             ("Namespace", self.namespace.clone()),
-            ("Status", status_text(self.status)),
+            ("Status", self.status.to_string()),
             ("Ready", self.ready.clone()),
             ("Restarts", self.restarts.to_string()),
             ("Age", self.age.clone()),
@@ -415,7 +408,7 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
                     "sandbox {} is not Ready after {:?} (status {})",
                     sandbox.name,
                     timeout,
-                    status_text(sandbox.status)
+                    sandbox.status.to_string()
                 );
             }
             // Sandboxes are usually Ready within tens of milliseconds: poll fast at first.

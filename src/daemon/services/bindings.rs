@@ -16,7 +16,6 @@ use crate::shared::models::identity::{PrincipalType, Role, RoleBinding, RoleBind
 /// The role-binding service.
 pub struct BindingService {
     platform: Arc<dyn Platform>,
-    document: tokio::sync::RwLock<Option<RoleBindings>>,
     writes: tokio::sync::Mutex<()>,
 }
 
@@ -47,19 +46,13 @@ impl BindingService {
     pub fn new(platform: Arc<dyn Platform>) -> BindingService {
         BindingService {
             platform,
-            document: tokio::sync::RwLock::new(None),
             writes: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// The current document.
+    /// The current document, from the store.
     pub async fn get(&self) -> ServiceResult<RoleBindings> {
-        if let Some(document) = self.document.read().await.as_ref() {
-            return Ok(document.clone());
-        }
-        let loaded = self.platform.role_bindings().await?;
-        *self.document.write().await = Some(loaded.clone());
-        Ok(loaded)
+        Ok(self.platform.role_bindings().await?)
     }
 
     /// Whether any binding grants `admin`.
@@ -131,7 +124,6 @@ impl BindingService {
             ));
         }
         self.platform.put_role_bindings(&document).await?;
-        *self.document.write().await = Some(document.clone());
         tracing::info!(
             bindings = document.bindings.len(),
             denied = document.deny_subjects.len(),
@@ -145,8 +137,7 @@ impl BindingService {
     pub async fn principal(&self, identity: &OidcIdentity) -> ServiceResult<Principal> {
         // Read on every request (spec: a binding or a `deny_subjects` entry written on any
         // replica holds from the next request on every replica).
-        let document = self.platform.role_bindings().await?;
-        *self.document.write().await = Some(document.clone());
+        let document = self.get().await?;
         let denied = document
             .deny_subjects
             .iter()

@@ -83,10 +83,6 @@ pub struct LocalSandboxes {
     pub(super) layers_lock: Mutex<()>,
 }
 
-pub(super) fn status_text(status: SandboxStatus) -> &'static str {
-    status.as_str()
-}
-
 fn parse_status(text: &str) -> SandboxStatus {
     match text {
         "Running" => SandboxStatus::Running,
@@ -224,7 +220,7 @@ impl LocalSandboxes {
                      error_message = ?5, pid = ?6 WHERE id = ?1",
                     params![
                         snapshot.spec.id,
-                        status_text(snapshot.status),
+                        snapshot.status.as_str(),
                         snapshot.ready,
                         snapshot.restarts,
                         snapshot.error_message,
@@ -735,7 +731,7 @@ impl LocalSandboxes {
             other => {
                 return Err(PlatformError::Conflict(format!(
                     "sandbox '{name}' is {}",
-                    status_text(other)
+                    other.as_str()
                 )));
             }
         }
@@ -787,7 +783,7 @@ impl LocalSandboxes {
             }
             other => Err(PlatformError::Conflict(format!(
                 "sandbox '{name}' is {} and cannot be paused",
-                status_text(other)
+                other.as_str()
             ))),
         }
     }
@@ -813,7 +809,7 @@ impl LocalSandboxes {
             }
             other => Err(PlatformError::Conflict(format!(
                 "sandbox '{name}' is {} and cannot be resumed",
-                status_text(other)
+                other.as_str()
             ))),
         }
     }

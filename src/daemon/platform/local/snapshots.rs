@@ -11,9 +11,7 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::platform::local::db::Db;
-use crate::daemon::platform::local::sandboxes::{
-    LocalSandboxes, Record, new_id, runtime_error, status_text,
-};
+use crate::daemon::platform::local::sandboxes::{LocalSandboxes, Record, new_id, runtime_error};
 use crate::daemon::platform::{
     MeterSample, Metering, NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
 };
@@ -265,7 +263,7 @@ impl LocalSandboxes {
             return Err(PlatformError::Conflict(format!(
                 "sandbox '{}' is {}: only a running or paused sandbox can be snapshotted",
                 record.spec.name,
-                status_text(record.status)
+                record.status.as_str()
             )));
         }
         let (checkpoint, layer, size_bytes) = if warm {
@@ -439,7 +437,7 @@ impl LocalSandboxes {
                 namespace: spec.namespace.clone(),
                 name: spec.name.clone(),
                 backend: record.backend.clone(),
-                state: status_text(record.status).to_ascii_lowercase(),
+                state: record.status.as_str().to_ascii_lowercase(),
                 cpu_millis: spec.cpu_millis.unwrap_or(0),
                 memory_bytes: spec.memory_bytes.unwrap_or(0),
                 disk_bytes: spec.ephemeral_bytes.unwrap_or(0),
