@@ -408,7 +408,7 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
                     "sandbox {} is not Ready after {:?} (status {})",
                     sandbox.name,
                     timeout,
-                    sandbox.status.to_string()
+                    sandbox.status
                 );
             }
             // Sandboxes are usually Ready within tens of milliseconds: poll fast at first.
