@@ -95,6 +95,35 @@ fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 409)
 }
 
+/// Reads an object, changes it and writes it back, again from the read when another writer
+/// got in between (409); 404 when it does not exist. `what` names it in errors.
+async fn replace_with_retry<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    mut change: impl FnMut(&mut K),
+) -> PlatformResult<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    for _ in 0..8 {
+        let mut object = api
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(what, e))?
+            .ok_or_else(|| PlatformError::NotFound(format!("{what} not found")))?;
+        change(&mut object);
+        match api.replace(name, &PostParams::default(), &object).await {
+            Ok(_) => return Ok(()),
+            Err(e) if conflict(&e) => continue,
+            Err(e) => return Err(kube_error(what, e)),
+        }
+    }
+    Err(PlatformError::Store(format!(
+        "{what} kept changing under a write"
+    )))
+}
+
 fn not_yet(what: &str) -> PlatformError {
     PlatformError::Unavailable(format!(
         "{what} on the Kubernetes platform is not available yet: sandboxes and snapshots run \
@@ -576,34 +605,20 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let api = self.tenants();
-        for _ in 0..8 {
-            let mut object = api
-                .get_opt(&tenant.name)
-                .await
-                .map_err(|e| kube_error(&format!("tenant {}", tenant.name), e))?
-                .ok_or_else(|| {
-                    PlatformError::NotFound(format!("tenant '{}' not found", tenant.name))
-                })?;
-            object.data["spec"] = serde_json::to_value(&tenant.spec)
-                .map_err(|e| PlatformError::Store(e.to_string()))?;
-            match api
-                .replace(&tenant.name, &PostParams::default(), &object)
-                .await
-            {
-                Ok(_) => {
-                    self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
-                        .await?;
-                    return self.backstop_quota(tenant).await;
-                }
-                Err(e) if conflict(&e) => continue,
-                Err(e) => return Err(kube_error(&format!("tenant {}", tenant.name), e)),
-            }
-        }
-        Err(PlatformError::Store(format!(
-            "tenant '{}' kept changing under a write",
-            tenant.name
-        )))
+        let spec =
+            serde_json::to_value(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
+        replace_with_retry(
+            &self.tenants(),
+            &tenant.name,
+            &format!("tenant '{}'", tenant.name),
+            |object| {
+                object.data["spec"] = spec.clone();
+            },
+        )
+        .await?;
+        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+            .await?;
+        self.backstop_quota(tenant).await
     }
 
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
@@ -680,12 +695,7 @@ impl Platform for KubernetesPlatform {
     async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
         *self.dedications.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let api: Api<Node> = Api::all(self.client.clone());
-        for _ in 0..8 {
-            let mut object = api
-                .get_opt(node)
-                .await
-                .map_err(|e| kube_error(&format!("node {node}"), e))?
-                .ok_or_else(|| PlatformError::NotFound(format!("node '{node}' not found")))?;
+        replace_with_retry(&api, node, &format!("node '{node}'"), |object| {
             let labels = object.metadata.labels.get_or_insert_with(Default::default);
             match tenant {
                 Some(t) => {
@@ -706,15 +716,8 @@ impl Platform for KubernetesPlatform {
                     ..Default::default()
                 });
             }
-            match api.replace(node, &PostParams::default(), &object).await {
-                Ok(_) => return Ok(()),
-                Err(e) if conflict(&e) => continue,
-                Err(e) => return Err(kube_error(&format!("node {node}"), e)),
-            }
-        }
-        Err(PlatformError::Store(format!(
-            "node '{node}' kept changing under a write"
-        )))
+        })
+        .await
     }
 
     async fn metering(&self) -> PlatformResult<Metering> {
