@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, call, cli};
+use common::{Daemon, call, cli, key};
 use sbx::shared::models::sandbox::{CreateSandboxRequest, SandboxStatus};
 use serde_json::{Value, json};
 
@@ -258,18 +258,7 @@ async fn dedicating_the_host_keeps_other_tenants_sandboxes_pending() {
         .args(["node", "undedicate", &node])
         .assert()
         .success();
-    let user = admin
-        .create_key(&sbx::shared::models::identity::CreateKeyRequest {
-            name: Some("u".into()),
-            role: Some("user".into()),
-            tenant: Some("own".into()),
-            expires_days: Some(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .token
-        .unwrap();
+    let user = key(&admin, "u", "user", Some("own")).await;
     assert_eq!(dedicate_as(&daemon, &user, &node).await, 403);
     for ns in ["own-ns", "other-ns", "default"] {
         admin.delete_all_sandboxes(ns).await.unwrap();

@@ -8,7 +8,7 @@ use common::sbxd::{self, TestNet};
 use common::{Daemon, cli};
 use sbx::cli::client::{ApiClient, ClientError};
 use sbx::shared::models::sandbox::{
-    CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, PauseRequest, Sandbox,
+    CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, PauseRequest,
     SandboxStatus,
 };
 use sbx::shared::models::snapshot::{GcRequest, RestoreRequest, SnapshotKind, SnapshotListQuery};
@@ -19,22 +19,6 @@ fn request(name: &str) -> CreateSandboxRequest {
         name: Some(name.into()),
         image: Some(sbxd::busybox()),
         ..Default::default()
-    }
-}
-
-async fn ready(client: &ApiClient, name: &str) -> Sandbox {
-    let started = Instant::now();
-    loop {
-        let s = client.get_sandbox(name, "default").await.expect("get");
-        if s.status == SandboxStatus::Running && s.ready == "True" {
-            return s;
-        }
-        assert!(s.status != SandboxStatus::Failed, "{s:?}");
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{name} never Ready: {s:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -79,7 +63,7 @@ async fn snapshot_restore_and_fork_keep_exactly_the_files_of_their_moment() {
     let daemon = sbxd::daemon(&net, "");
     let client = daemon.admin();
     client.create_sandbox(&request("src")).await.unwrap();
-    ready(&client, "src").await;
+    sbxd::running(&client, "src", "default").await;
     sh(
         &client,
         "src",
@@ -139,7 +123,7 @@ async fn snapshot_restore_and_fork_keep_exactly_the_files_of_their_moment() {
         (restored.name.as_str(), restored.source_snapshot.as_str()),
         ("restored", "snap1")
     );
-    ready(&client, "restored").await;
+    sbxd::running(&client, "restored", "default").await;
     assert_eq!(
         sh(
             &client,
@@ -171,7 +155,7 @@ async fn snapshot_restore_and_fork_keep_exactly_the_files_of_their_moment() {
         SandboxStatus::Running,
         "fork returns once the clone runs"
     );
-    ready(&client, "clone").await;
+    sbxd::running(&client, "clone", "default").await;
     assert_eq!(
         sh(
             &client,
@@ -248,7 +232,7 @@ async fn snapshot_restore_and_fork_keep_exactly_the_files_of_their_moment() {
         )
         .await
         .unwrap();
-    ready(&client, "again").await;
+    sbxd::running(&client, "again", "default").await;
     assert_eq!(sh(&client, "again", "cat /data.txt").await, "before\n");
     let started = Instant::now();
     while client.get_snapshot("snap1", "default").await.is_ok() {
@@ -279,8 +263,8 @@ async fn pause_snapshots_listing_gc_and_every_error_status() {
     let client = daemon.admin();
     client.create_sandbox(&request("one")).await.unwrap();
     client.create_sandbox(&request("two")).await.unwrap();
-    ready(&client, "one").await;
-    ready(&client, "two").await;
+    sbxd::running(&client, "one", "default").await;
+    sbxd::running(&client, "two", "default").await;
 
     client
         .pause_sandbox(
@@ -496,7 +480,7 @@ async fn long_layer_stacks_are_flattened_without_changing_the_files() {
     let daemon = sbxd::daemon(&net, "");
     let client = daemon.admin();
     client.create_sandbox(&request("g0")).await.unwrap();
-    ready(&client, "g0").await;
+    sbxd::running(&client, "g0", "default").await;
     sh(&client, "g0", "echo 0 > /gen0; echo image-file > /doomed").await;
     // Ten generations, each a fork of the last that writes a file and deletes one.
     for g in 1..=10 {
@@ -549,7 +533,7 @@ async fn long_layer_stacks_are_flattened_without_changing_the_files() {
         )
         .await
         .unwrap();
-    ready(&client, "flat").await;
+    sbxd::running(&client, "flat", "default").await;
     let want = sh(&client, "g10", "ls / | grep -E '^(gen|doomed)' | sort").await;
     assert_eq!(want, "gen10\ngen9\n");
     assert_eq!(
@@ -586,7 +570,7 @@ async fn warm_fork_continues_the_running_processes_from_their_memory() {
     let daemon = sbxd::daemon(&net, "");
     let client = daemon.admin();
     client.create_sandbox(&request("src")).await.unwrap();
-    ready(&client, "src").await;
+    sbxd::running(&client, "src", "default").await;
     // A process whose state lives only in its memory: a random token and a count, written
     // out on every tick.
     sh(
@@ -613,7 +597,7 @@ async fn warm_fork_continues_the_running_processes_from_their_memory() {
         .await
         .expect("warm fork");
     assert_eq!(forked.name, "clone");
-    let clone = ready(&client, "clone").await;
+    let clone = sbxd::running(&client, "clone", "default").await;
     assert_eq!(clone.restarts, 0);
     // The file goes; the clone's counter writes it again from memory: same token, a count
     // that goes on from where the source was, not from 1.
@@ -679,7 +663,7 @@ async fn warm_fork_without_criu_answers_400_and_cold_fork_still_works() {
     let daemon = sbxd::daemon(&net, "[runtime]\ncriu = \"/nonexistent/criu\"\n");
     let client = daemon.admin();
     client.create_sandbox(&request("src")).await.unwrap();
-    ready(&client, "src").await;
+    sbxd::running(&client, "src", "default").await;
     let fork = |warm: bool| {
         let client = client.clone();
         async move {
@@ -718,7 +702,7 @@ async fn warm_fork_without_criu_answers_400_and_cold_fork_still_works() {
     );
     assert_eq!(sh(&client, "src", "echo alive").await, "alive\n");
     fork(false).await.expect("cold fork");
-    ready(&client, "clone").await;
+    sbxd::running(&client, "clone", "default").await;
     client.delete_all_sandboxes("default").await.unwrap();
     assert_eq!(snapshot_layers(&daemon), 0, "layers leaked");
 }
@@ -731,7 +715,7 @@ async fn kill_9_in_the_middle_of_a_fork_leaves_no_orphan_after_restart() {
     let mut daemon = Daemon::start_with(&args);
     let client = daemon.admin();
     client.create_sandbox(&request("src")).await.unwrap();
-    ready(&client, "src").await;
+    sbxd::running(&client, "src", "default").await;
     // Enough files that the copy takes a while, so the crash lands inside the fork.
     sh(&client, "src", "for i in $(seq 1 300); do echo $i > /f$i; done; dd if=/dev/zero of=/big bs=1M count=64 2>/dev/null").await;
     let forking = {
@@ -783,7 +767,7 @@ async fn kill_9_in_the_middle_of_a_fork_leaves_no_orphan_after_restart() {
         "{partial:?}"
     );
     if client.get_sandbox("clone", "default").await.is_ok() {
-        ready(&client, "clone").await;
+        sbxd::running(&client, "clone", "default").await;
         assert_eq!(sh(&client, "clone", "cat /f300").await, "300\n");
     }
     // A leftover fork snapshot is what GC sweeps; afterwards nothing remains.

@@ -3,31 +3,16 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, call, cli};
-use sbx::cli::client::{ApiClient, ClientError};
+use common::{Daemon, call, cli, key};
+use sbx::cli::client::ClientError;
 use sbx::shared::models::identity::CreateKeyRequest;
-use sbx::shared::models::sandbox::{CreateSandboxRequest, ResourceLimits, Sandbox, SandboxStatus};
+use sbx::shared::models::sandbox::{CreateSandboxRequest, ResourceLimits, SandboxStatus};
 use serde_json::{Value, json};
 
 /// An HTTP call with a token: status and JSON body.
-async fn key(admin: &ApiClient, name: &str, role: &str, tenant: Option<&str>) -> String {
-    admin
-        .create_key(&CreateKeyRequest {
-            name: Some(name.into()),
-            role: Some(role.into()),
-            tenant: tenant.map(Into::into),
-            expires_days: Some(1),
-            ..Default::default()
-        })
-        .await
-        .expect("create key")
-        .token
-        .expect("token")
-}
-
 async fn tenant(daemon: &Daemon, name: &str, spec: Value) {
     let (status, body) = call(
         daemon,
@@ -46,19 +31,6 @@ fn create(name: &str, namespace: &str) -> CreateSandboxRequest {
         namespace: Some(namespace.into()),
         image: Some(sbxd::busybox()),
         ..Default::default()
-    }
-}
-
-async fn running(client: &ApiClient, name: &str, namespace: &str) -> Sandbox {
-    let started = Instant::now();
-    loop {
-        let s = client.get_sandbox(name, namespace).await.expect("get");
-        if s.status == SandboxStatus::Running && s.ready == "True" {
-            return s;
-        }
-        assert!(s.status != SandboxStatus::Failed, "{s:?}");
-        assert!(started.elapsed() < Duration::from_secs(120), "{s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -261,7 +233,7 @@ async fn tenants_are_created_read_patched_and_deleted_by_the_rules() {
         .create_sandbox(&create("one", "acme-dev"))
         .await
         .unwrap();
-    running(&client, "one", "acme-dev").await;
+    sbxd::running(&client, "one", "acme-dev").await;
     let (status, body) = call(
         &daemon,
         &admin,
@@ -317,7 +289,7 @@ async fn every_route_answers_by_role_and_tenant_and_never_leaks_the_other_tenant
     tenant(&daemon, "bravo", json!({"namespaces": ["bravo-ns"]})).await;
     for (name, ns) in [("alpha-box", "alpha-ns"), ("bravo-box", "bravo-ns")] {
         client.create_sandbox(&create(name, ns)).await.unwrap();
-        running(&client, name, ns).await;
+        sbxd::running(&client, name, ns).await;
     }
     for (sandbox, ns, snap) in [
         ("alpha-box", "alpha-ns", "alpha-snap"),
@@ -604,7 +576,7 @@ async fn fifty_concurrent_creates_never_exceed_a_quota_of_ten() {
     let first = user.list_sandboxes(Some("q-ns")).await.unwrap()[0]
         .name
         .clone();
-    running(&user, &first, "q-ns").await;
+    sbxd::running(&user, &first, "q-ns").await;
     user.pause_sandbox(
         &first,
         &sbx::shared::models::sandbox::PauseRequest {
@@ -662,7 +634,7 @@ async fn tenant_defaults_limits_and_placement_apply_to_creates() {
         .create_sandbox(&create("sized", "d-ns"))
         .await
         .unwrap();
-    running(&admin, "sized", "d-ns").await;
+    sbxd::running(&admin, "sized", "d-ns").await;
     let limits = admin
         .exec_sandbox(
             "sized",

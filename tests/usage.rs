@@ -6,9 +6,8 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Daemon;
 use common::sbxd::{self, ALLOWED_ADDR, TestNet};
-use sbx::shared::models::identity::CreateKeyRequest;
+use common::{Daemon, call, key};
 use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest, ResourceLimits};
 use sbx::shared::timestamp::now_unix;
 use serde_json::{Value, json};
@@ -78,15 +77,14 @@ where
 }
 
 async fn usage(daemon: &Daemon, token: &str, query: &str) -> (u16, Value) {
-    let response = daemon
-        .http()
-        .get(format!("{}/api/v1/usage?{query}", daemon.url))
-        .header("x-api-key", token)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
+    call(
+        daemon,
+        token,
+        reqwest::Method::GET,
+        &format!("/api/v1/usage?{query}"),
+        None,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -98,17 +96,7 @@ async fn usage_read_back_from_prometheus_matches_a_known_sandbox() {
         &format!("[metering]\nmetricsUrl = \"http://127.0.0.1:{prom_port}\"\n"),
     );
     let admin = daemon.admin();
-    let scraper = admin
-        .create_key(&CreateKeyRequest {
-            name: Some("prometheus".into()),
-            role: Some("operator".into()),
-            expires_days: Some(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .token
-        .unwrap();
+    let scraper = key(&admin, "prometheus", "operator", None).await;
     let target = daemon.url.trim_start_matches("http://").to_string();
     let prom = prometheus(prom_port, &target, &scraper);
     let http = reqwest::Client::new();
@@ -253,18 +241,7 @@ async fn usage_read_back_from_prometheus_matches_a_known_sandbox() {
     );
 
     // A tenant-scoped key reads its own tenant only.
-    let user = admin
-        .create_key(&CreateKeyRequest {
-            name: Some("u".into()),
-            role: Some("read-only".into()),
-            tenant: Some("meter".into()),
-            expires_days: Some(1),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .token
-        .unwrap();
+    let user = key(&admin, "u", "read-only", Some("meter")).await;
     let (status, body) = usage(
         &daemon,
         &user,

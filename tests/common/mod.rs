@@ -318,3 +318,19 @@ pub async fn call(
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
     )
 }
+
+/// Mints a key (one day) with the admin client and returns its token.
+pub async fn key(admin: &ApiClient, name: &str, role: &str, tenant: Option<&str>) -> String {
+    admin
+        .create_key(&sbx::shared::models::identity::CreateKeyRequest {
+            name: Some(name.into()),
+            role: Some(role.into()),
+            tenant: tenant.map(Into::into),
+            expires_days: Some(1),
+            ..Default::default()
+        })
+        .await
+        .expect("create key")
+        .token
+        .expect("token")
+}

@@ -226,3 +226,25 @@ pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
     }
     found
 }
+
+/// Waits (up to 2 minutes) until the sandbox is Running and Ready; fails on Failed.
+pub async fn running(
+    client: &sbx::cli::client::ApiClient,
+    name: &str,
+    namespace: &str,
+) -> sbx::shared::models::sandbox::Sandbox {
+    use sbx::shared::models::sandbox::SandboxStatus;
+    let started = std::time::Instant::now();
+    loop {
+        let s = client.get_sandbox(name, namespace).await.expect("get");
+        if s.status == SandboxStatus::Running && s.ready == "True" {
+            return s;
+        }
+        assert!(s.status != SandboxStatus::Failed, "{s:?}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "{name} never Ready: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
