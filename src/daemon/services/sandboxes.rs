@@ -24,6 +24,8 @@ use bytes::Bytes;
 
 /// The backend of sandboxes on the local platform.
 pub const LOCAL_BACKEND: &str = "sbxd";
+/// Backends that enforce neither network limits, diskIO nor a disk quota (spec rule 6).
+pub const UNENFORCING_BACKENDS: &[&str] = &[LOCAL_BACKEND, "sbxd-fc"];
 /// Smallest memory limit a sandbox can start with.
 pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
 /// Largest env file read.
@@ -176,7 +178,7 @@ pub fn apply_tenant_policy(
         }
         // Network limits are enforced on kql and kfd; the sbxd backends enforce none of
         // these, and diskIO no backend enforces (accepted by the schema everywhere else).
-        if !sizing.backend.starts_with("sbxd") {
+        if !UNENFORCING_BACKENDS.contains(&sizing.backend.as_str()) {
             unenforceable.clear();
         }
         if !unenforceable.is_empty() {
@@ -280,10 +282,9 @@ impl SandboxService {
     /// Lists are the hot read: the serialized answer is reused until a record changes or the
     /// second (and with it every age) turns.
     pub async fn list_envelope(&self, namespace: Option<&str>) -> ServiceResult<Bytes> {
-        self.cached_list(namespace.map(str::to_string), |s| {
-            namespace.is_none_or(|ns| s.namespace == ns)
-        })
-        .await
+        // The platform lists one namespace already: nothing to filter.
+        self.cached_list(namespace.map(str::to_string), |_| true)
+            .await
     }
 
     /// The list answer over every namespace in `visible` (a tenant's caller listing all
