@@ -120,6 +120,8 @@ pub struct FileConfig {
     pub metering: Option<MeteringConfig>,
     /// `[nodes]`: this host as a node.
     pub nodes: Option<NodesConfig>,
+    /// `[kubernetes]`: the Kubernetes platform.
+    pub kubernetes: Option<KubernetesConfig>,
 }
 
 /// `[images]` section.
@@ -157,6 +159,73 @@ pub struct Config {
     pub metering: MeteringConfig,
     /// This host as a node.
     pub nodes: NodesConfig,
+    /// The Kubernetes platform.
+    pub kubernetes: KubernetesSettings,
+}
+
+/// The `[kubernetes]` section, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesSettings {
+    /// Size of a new kql sandbox's root PVC, bytes.
+    pub root_disk_bytes: u64,
+    /// How long a fork waits for its clone's PVC to be Bound.
+    pub fork_timeout: std::time::Duration,
+    /// Image of the `dind` sidecar.
+    pub dind_image: String,
+}
+
+impl KubernetesConfig {
+    /// Parses the section (errors name the key).
+    pub fn parse(&self) -> Result<KubernetesSettings, String> {
+        let root = crate::shared::quantity::Quantity::parse(&self.root_disk_size)
+            .map_err(|e| format!("kubernetes.rootDiskSize: {e}"))?;
+        if root.value_ceil() == 0 {
+            return Err("kubernetes.rootDiskSize must be positive".into());
+        }
+        let fork_timeout = crate::shared::duration::parse_duration(&self.fork_timeout)
+            .map_err(|e| format!("kubernetes.forkTimeout: {e}"))?;
+        if fork_timeout.is_zero() {
+            return Err("kubernetes.forkTimeout must be positive".into());
+        }
+        if self.dind_image.trim().is_empty() {
+            return Err("kubernetes.dindImage must not be empty".into());
+        }
+        Ok(KubernetesSettings {
+            root_disk_bytes: root.value_ceil() as u64,
+            fork_timeout,
+            dind_image: self.dind_image.trim().to_string(),
+        })
+    }
+}
+
+impl Default for KubernetesSettings {
+    fn default() -> Self {
+        KubernetesConfig::default()
+            .parse()
+            .expect("the default [kubernetes] section parses")
+    }
+}
+
+/// `[kubernetes]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// Size of a new kql sandbox's root PVC (default `10Gi`).
+    pub root_disk_size: String,
+    /// How long a fork waits for its clone's PVC to be Bound (default `5m`).
+    pub fork_timeout: String,
+    /// Image of the `dind` sidecar a restore can add (default `docker:27-dind`).
+    pub dind_image: String,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            root_disk_size: "10Gi".into(),
+            fork_timeout: "5m".into(),
+            dind_image: "docker:27-dind".into(),
+        }
+    }
 }
 
 /// `[nodes]` section.
@@ -244,6 +313,11 @@ impl Config {
             },
             metering: file.metering.unwrap_or_default(),
             nodes: file.nodes.unwrap_or_default(),
+            kubernetes: file
+                .kubernetes
+                .unwrap_or_default()
+                .parse()
+                .map_err(ConfigError::Invalid)?,
             oidc: match file.oidc {
                 Some(oidc) => {
                     oidc.validate().map_err(ConfigError::Invalid)?;
@@ -267,6 +341,7 @@ impl Config {
             oidc: None,
             metering: MeteringConfig::default(),
             nodes: NodesConfig::default(),
+            kubernetes: KubernetesSettings::default(),
         }
     }
 }

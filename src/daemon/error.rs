@@ -125,6 +125,7 @@ impl From<PlatformError> for ServiceError {
             PlatformError::Invalid(m) => ServiceError::bad_request(m),
             PlatformError::Conflict(m) => ServiceError::conflict(m),
             PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
+            PlatformError::Timeout(m) => ServiceError::new(ErrorCode::GatewayTimeout, m),
             other => ServiceError::internal(other),
         }
     }

@@ -72,9 +72,10 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
             Ok(Arc::new(platform))
         }
         PlatformKind::Kubernetes => {
-            let platform = platform::kubernetes::KubernetesPlatform::connect()
-                .await
-                .map_err(|e| ServeError::Startup(e.to_string()))?;
+            let platform =
+                platform::kubernetes::KubernetesPlatform::connect(config.kubernetes.clone())
+                    .await
+                    .map_err(|e| ServeError::Startup(e.to_string()))?;
             Ok(Arc::new(platform))
         }
     }

@@ -67,11 +67,14 @@ pub enum ErrorCode {
     MetricsUnavailable,
     /// 503: a dependency of the service (e.g. the cluster API) is unavailable.
     ServiceUnavailable,
+    /// 504: the operation did not finish in time (e.g. a fork whose volume never bound) and
+    /// was undone.
+    GatewayTimeout,
 }
 
 impl ErrorCode {
     /// Every code, in table order.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::BadRequest,
         ErrorCode::LimitNotEnforceable,
         ErrorCode::Unauthorized,
@@ -88,6 +91,7 @@ impl ErrorCode {
         ErrorCode::NotImplemented,
         ErrorCode::MetricsUnavailable,
         ErrorCode::ServiceUnavailable,
+        ErrorCode::GatewayTimeout,
     ];
 
     /// The HTTP status that carries this code.
@@ -107,6 +111,7 @@ impl ErrorCode {
             ErrorCode::NotImplemented => 501,
             ErrorCode::MetricsUnavailable => 502,
             ErrorCode::ServiceUnavailable => 503,
+            ErrorCode::GatewayTimeout => 504,
         }
     }
 
@@ -129,6 +134,7 @@ impl ErrorCode {
             ErrorCode::NotImplemented => "NotImplemented",
             ErrorCode::MetricsUnavailable => "MetricsUnavailable",
             ErrorCode::ServiceUnavailable => "ServiceUnavailable",
+            ErrorCode::GatewayTimeout => "GatewayTimeout",
         }
     }
 
@@ -148,6 +154,7 @@ impl ErrorCode {
             501 => ErrorCode::NotImplemented,
             502 => ErrorCode::MetricsUnavailable,
             503 => ErrorCode::ServiceUnavailable,
+            504 => ErrorCode::GatewayTimeout,
             _ => ErrorCode::InternalServerError,
         }
     }

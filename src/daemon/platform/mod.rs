@@ -34,6 +34,9 @@ pub enum PlatformError {
     /// The platform cannot serve this now (runtime missing, cluster unreachable).
     #[error("{0}")]
     Unavailable(String),
+    /// The operation did not finish in time and was undone.
+    #[error("{0}")]
+    Timeout(String),
     /// The state store failed.
     #[error("state store: {0}")]
     Store(String),
@@ -117,8 +120,45 @@ pub struct RestorePlan {
     pub cmd: Option<Vec<String>>,
     /// before_script override (`Some(None)`: none at all).
     pub before_script: Option<Option<String>>,
+    /// Root disk size override, bytes (kql).
+    pub root_disk_bytes: Option<u64>,
+    /// Sidecar override (`dind` or `none`; kql).
+    pub sidecar: Option<String>,
     /// Nodes the new sandbox may run on (`None`: any).
     pub nodes: Option<Vec<String>>,
+}
+
+/// A lock shared with other replicas (a tenant's quota Lease), held until released; one
+/// dropped unreleased (a cancelled request) is released in the background.
+pub struct HeldLock(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
+
+impl HeldLock {
+    /// A lock that `release` gives up.
+    pub fn new(release: impl std::future::Future<Output = ()> + Send + 'static) -> HeldLock {
+        HeldLock(Some(Box::pin(release)))
+    }
+
+    /// No lock to give up (a single replica's in-process lock is enough).
+    pub fn none() -> HeldLock {
+        HeldLock(None)
+    }
+
+    /// Gives the lock up.
+    pub async fn release(mut self) {
+        if let Some(release) = self.0.take() {
+            release.await;
+        }
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        if let Some(release) = self.0.take() {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(release);
+            }
+        }
+    }
 }
 
 /// A tenant as stored.
@@ -313,6 +353,18 @@ pub trait Platform: Send + Sync + 'static {
         keep_for: Duration,
         dry_run: bool,
     ) -> PlatformResult<Vec<GcResult>>;
+
+    /// Whether this replica runs the cluster-wide periodic work (the scheduled GC sweep, the
+    /// tenant status refresh): the holder of the leader Lease; always, with one replica.
+    fn is_leader(&self) -> bool {
+        true
+    }
+
+    /// Takes a tenant's lock shared with other replicas for a quota check (the in-process lock
+    /// is taken first).
+    async fn lock_tenant(&self, _tenant: &str) -> PlatformResult<HeldLock> {
+        Ok(HeldLock::none())
+    }
 
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.

@@ -273,7 +273,10 @@ fn mkdir_private(dir: &Path) -> Result<(), RuntimeError> {
         .map_err(|e| RuntimeError::io(&format!("create {}", dir.display()), e))
 }
 
-async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Vec<u8>, bool) {
+pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
+    mut reader: R,
+    cap: usize,
+) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut truncated = false;
     let mut buf = [0u8; 16 * 1024];

@@ -249,6 +249,16 @@ impl SnapshotService {
             entrypoint: overrides.entrypoint.clone(),
             cmd: overrides.cmd.clone(),
             before_script: overrides.before_script.clone().map(Some),
+            root_disk_bytes: overrides
+                .root_disk_size
+                .as_deref()
+                .map(|q| crate::shared::quantity::Quantity::parse(q).map(|q| q.value_ceil() as u64))
+                .transpose()
+                .map_err(|e| bad(format!("root_disk_size: {e}")))?,
+            sidecar: overrides
+                .validate_sidecar()
+                .map_err(bad)?
+                .map(str::to_string),
             nodes: None,
         };
         // The new sandbox's size: the overrides, else what the snapshot recorded; then the
@@ -345,12 +355,17 @@ impl SnapshotService {
         Ok(GcResponse { message, results })
     }
 
-    /// The scheduled sweep: every 10 minutes, fork snapshots older than the default.
+    /// The scheduled sweep: every 10 minutes, fork snapshots older than the default, by the
+    /// leader replica only.
     pub async fn sweep_loop(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(600));
         tick.tick().await;
         loop {
             tick.tick().await;
+            // One replica sweeps: the holder of the leader Lease on Kubernetes.
+            if !self.platform.is_leader() {
+                continue;
+            }
             let keep = crate::shared::models::snapshot::DEFAULT_KEEP_FORK_FOR;
             match self.platform.gc_snapshots(None, keep, false).await {
                 Ok(results) if !results.is_empty() => {

@@ -261,69 +261,77 @@ impl TenantService {
         };
         let lock = self.lock_of(&owner.name);
         let _held = lock.lock().await;
-        let used = self.platform.reservation(&owner.spec.namespaces).await?;
-        let exceeded = |what: &str, used: String, limit: String| {
-            ServiceError::new(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "tenant '{}' quota exceeded: {what} would be above its quota of {limit} \
-                     ({used} in use)",
-                    owner.name
-                ),
-            )
-        };
-        match ask {
-            Some(ask) => {
-                if let Some(max) = quotas.sandboxes {
-                    if used.sandboxes + 1 > max {
-                        return Err(exceeded(
-                            "sandboxes",
-                            used.sandboxes.to_string(),
-                            max.to_string(),
-                        ));
+        // Other replicas check the same quotas: the platform's shared lock (a Lease on
+        // Kubernetes) is held from the reading of the usage to the end of the create.
+        let shared = self.platform.lock_tenant(&owner.name).await?;
+        let outcome = async {
+            let used = self.platform.reservation(&owner.spec.namespaces).await?;
+            let exceeded = |what: &str, used: String, limit: String| {
+                ServiceError::new(
+                    ErrorCode::QuotaExceeded,
+                    format!(
+                        "tenant '{}' quota exceeded: {what} would be above its quota of {limit} \
+                         ({used} in use)",
+                        owner.name
+                    ),
+                )
+            };
+            match ask {
+                Some(ask) => {
+                    if let Some(max) = quotas.sandboxes {
+                        if used.sandboxes + 1 > max {
+                            return Err(exceeded(
+                                "sandboxes",
+                                used.sandboxes.to_string(),
+                                max.to_string(),
+                            ));
+                        }
+                    }
+                    if let Some(max) = millis(&quotas.vcpu) {
+                        if used.cpu_millis + ask.cpu_millis.unwrap_or(0) > max {
+                            return Err(exceeded(
+                                "vcpu",
+                                format_cpu_millis(used.cpu_millis),
+                                quotas.vcpu.clone().unwrap_or_default(),
+                            ));
+                        }
+                    }
+                    if let Some(max) = bytes(&quotas.memory) {
+                        if used.memory_bytes + ask.memory_bytes.unwrap_or(0) > max {
+                            return Err(exceeded(
+                                "memory",
+                                format_bytes_binary(used.memory_bytes),
+                                quotas.memory.clone().unwrap_or_default(),
+                            ));
+                        }
+                    }
+                    if let Some(max) = bytes(&quotas.disk) {
+                        if used.disk_bytes + ask.disk_bytes.unwrap_or(0) > max {
+                            return Err(exceeded(
+                                "disk",
+                                format_bytes_binary(used.disk_bytes),
+                                quotas.disk.clone().unwrap_or_default(),
+                            ));
+                        }
                     }
                 }
-                if let Some(max) = millis(&quotas.vcpu) {
-                    if used.cpu_millis + ask.cpu_millis.unwrap_or(0) > max {
-                        return Err(exceeded(
-                            "vcpu",
-                            format_cpu_millis(used.cpu_millis),
-                            quotas.vcpu.clone().unwrap_or_default(),
-                        ));
-                    }
-                }
-                if let Some(max) = bytes(&quotas.memory) {
-                    if used.memory_bytes + ask.memory_bytes.unwrap_or(0) > max {
-                        return Err(exceeded(
-                            "memory",
-                            format_bytes_binary(used.memory_bytes),
-                            quotas.memory.clone().unwrap_or_default(),
-                        ));
-                    }
-                }
-                if let Some(max) = bytes(&quotas.disk) {
-                    if used.disk_bytes + ask.disk_bytes.unwrap_or(0) > max {
-                        return Err(exceeded(
-                            "disk",
-                            format_bytes_binary(used.disk_bytes),
-                            quotas.disk.clone().unwrap_or_default(),
-                        ));
+                None => {
+                    if let Some(max) = bytes(&quotas.snapshot_storage) {
+                        if used.snapshot_bytes >= max {
+                            return Err(exceeded(
+                                "snapshotStorage",
+                                format_bytes_binary(used.snapshot_bytes),
+                                quotas.snapshot_storage.clone().unwrap_or_default(),
+                            ));
+                        }
                     }
                 }
             }
-            None => {
-                if let Some(max) = bytes(&quotas.snapshot_storage) {
-                    if used.snapshot_bytes >= max {
-                        return Err(exceeded(
-                            "snapshotStorage",
-                            format_bytes_binary(used.snapshot_bytes),
-                            quotas.snapshot_storage.clone().unwrap_or_default(),
-                        ));
-                    }
-                }
-            }
+            create.await
         }
-        create.await
+        .await;
+        shared.release().await;
+        outcome
     }
 
     /// A tenant's observed state, recomputed when older than [`STATUS_REFRESH`].
@@ -359,7 +367,12 @@ impl TenantService {
                         tracing::warn!(error = %e.message, "tenant reload failed");
                     }
                 }
-                _ = status.tick() => self.refresh_statuses().await,
+                // The leader replica's job (with one replica, always this one).
+                _ = status.tick() => {
+                    if self.platform.is_leader() {
+                        self.refresh_statuses().await
+                    }
+                }
             }
         }
     }

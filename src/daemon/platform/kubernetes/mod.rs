@@ -3,8 +3,10 @@
 //! first admin token in `sbx-bootstrap-admin` (both in `kube-system`), role bindings in the
 //! ConfigMap `sbx-role-bindings`, tenants are `Tenant` objects (`tenants.sbx.io`, cluster
 //! scoped) whose namespaces are created and labelled `sbx.io/tenant`, node dedication is a
-//! node label plus a `NoSchedule` taint. Sandboxes and snapshots (Deployments, PVCs,
-//! VolumeSnapshots) are not built yet: their routes answer 503 saying so.
+//! node label plus a `NoSchedule` taint. Sandboxes are Deployments (with a root PVC
+//! `<sandbox>-root-lh` on kql), snapshots VolumeSnapshots of that PVC (`workloads`); a leader
+//! Lease picks the replica that runs the periodic work, per-tenant Leases serialise quota
+//! checks across replicas (`lease`).
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,14 +18,18 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
 
+mod lease;
 pub mod sandboxes;
+pub mod snapshots;
+mod workloads;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
+use crate::daemon::config::KubernetesSettings;
 use crate::daemon::platform::{
-    MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation,
-    RestorePlan, StoredKey, StoredTenant,
+    HeldLock, MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult,
+    Reservation, RestorePlan, StoredKey, StoredTenant,
 };
 use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::{ApiKey, RoleBindings};
@@ -47,6 +53,10 @@ pub const KQL_BACKEND: &str = "kata-qemu-longhorn";
 pub const KFD_BACKEND: &str = "kata-firecracker-devmapper";
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "sbx";
+/// StorageClass of a kql sandbox's root PVC.
+pub const STORAGE_CLASS: &str = "longhorn";
+/// VolumeSnapshotClass of every snapshot.
+pub const SNAPSHOT_CLASS: &str = "longhorn";
 
 const BINDINGS_KEY: &str = "bindings.json";
 /// The backstop ResourceQuota of a single-namespace tenant (tenant rule 9).
@@ -95,6 +105,10 @@ fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 409)
 }
 
+fn missing(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 404)
+}
+
 /// Reads an object, changes it and writes it back, again from the read when another writer
 /// got in between (409); 404 when it does not exist. `what` names it in errors.
 async fn replace_with_retry<K>(
@@ -124,13 +138,6 @@ where
     )))
 }
 
-fn not_yet(what: &str) -> PlatformError {
-    PlatformError::Unavailable(format!(
-        "{what} on the Kubernetes platform is not available yet: sandboxes and snapshots run \
-         on the local platform for now"
-    ))
-}
-
 /// State in a Kubernetes cluster.
 pub struct KubernetesPlatform {
     client: kube::Client,
@@ -138,6 +145,12 @@ pub struct KubernetesPlatform {
     /// Node dedications as last read, and when: every create asks, and listing Nodes costs
     /// tens of milliseconds here.
     dedications: Mutex<Option<(std::time::Instant, BTreeMap<String, String>)>>,
+    /// The `[kubernetes]` settings.
+    settings: KubernetesSettings,
+    /// This replica's name in Leases (host name, PID and a random part).
+    identity: String,
+    /// This replica's claim on the leader Lease.
+    leader: lease::Leader,
 }
 
 /// How long a read of the node dedications is reused (another replica's change shows
@@ -147,7 +160,7 @@ const DEDICATIONS_TTL: Duration = Duration::from_secs(5);
 impl KubernetesPlatform {
     /// Connects with the kubeconfig in `KUBECONFIG` (or `~/.kube/config`, or the pod's service
     /// account) and checks that the API server answers.
-    pub async fn connect() -> PlatformResult<KubernetesPlatform> {
+    pub async fn connect(settings: KubernetesSettings) -> PlatformResult<KubernetesPlatform> {
         let client = kube::Client::try_default().await.map_err(|e| {
             PlatformError::Unavailable(format!(
                 "cannot configure a Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
@@ -164,10 +177,22 @@ impl KubernetesPlatform {
                 PlatformError::Unavailable(format!("the Kubernetes API server is unreachable: {e}"))
             })?;
         tracing::info!(version = %version.git_version, "connected to the Kubernetes API server");
+        let mut nonce = [0u8; 4];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| PlatformError::Unavailable(format!("getrandom: {e}")))?;
+        let identity = format!(
+            "{}-{}-{}",
+            crate::daemon::platform::local::sandboxes::host_node_name(),
+            std::process::id(),
+            hex::encode(nonce)
+        );
         Ok(KubernetesPlatform {
+            leader: lease::Leader::start(client.clone(), identity.clone()),
             client,
             touched: Mutex::new(HashMap::new()),
             dedications: Mutex::new(None),
+            settings,
+            identity,
         })
     }
 
@@ -760,71 +785,34 @@ impl Platform for KubernetesPlatform {
         ))
     }
 
-    async fn snapshot_size(&self, _namespace: &str, _name: &str) -> PlatformResult<Reservation> {
-        Err(not_yet("restore"))
+    async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        let t = self.snapshot_template(namespace, name).await?;
+        Ok(Reservation {
+            sandboxes: 1,
+            cpu_millis: t.cpu_millis.unwrap_or(0),
+            memory_bytes: t.memory_bytes.unwrap_or(0),
+            disk_bytes: t.ephemeral_bytes.unwrap_or(0),
+            snapshot_bytes: 0,
+        })
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
-        // The namespace: created when missing; its tenant (label) decides the toleration.
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let tenant = match namespaces
-            .get_opt(&new.namespace)
-            .await
-            .map_err(|e| kube_error(&format!("namespace {}", new.namespace), e))?
-        {
-            Some(ns) => ns
-                .metadata
-                .labels
-                .and_then(|l| l.get(TENANT_LABEL).cloned()),
-            None => {
-                let ns = Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(new.namespace.clone()),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                };
-                match namespaces.create(&PostParams::default(), &ns).await {
-                    Ok(_) => {}
-                    Err(e) if conflict(&e) => {}
-                    Err(e) => return Err(kube_error(&format!("namespace {}", new.namespace), e)),
-                }
-                None
-            }
+        let template = sandboxes::SandboxTemplate::of(&new, self.settings.root_disk_bytes);
+        let env = if new.env.is_empty() {
+            workloads::Env::None
+        } else {
+            workloads::Env::Values(&new.env)
         };
-        let object: Deployment =
-            serde_json::from_value(sandboxes::deployment(&new, tenant.as_deref()))
-                .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
-        let post = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        self.deployments(Some(&new.namespace))
-            .create(&post, &object)
-            .await
-            .map_err(|e| match kube_error(&format!("sandbox {}", new.name), e) {
-                PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
-                    "sandbox '{}' already exists in namespace '{}'",
-                    new.name, new.namespace
-                )),
-                other => other,
-            })?;
-        // Its env file and egress policy; a failure takes the Deployment back out.
-        let companions = async {
-            if let Some(secret) = sandboxes::env_secret_object(&new) {
-                self.apply_in(&new.namespace, secret).await?;
-            }
-            if let Some(policy) = sandboxes::egress_policy_object(&new) {
-                self.apply_in(&new.namespace, policy).await?;
-            }
-            Ok::<(), PlatformError>(())
-        };
-        if let Err(e) = companions.await {
-            let _ = self.delete_sandbox(&new.namespace, &new.name).await;
-            return Err(e);
-        }
-        Ok(())
+        self.launch(
+            &new.namespace,
+            &new.name,
+            &template,
+            workloads::Root::Fresh,
+            env,
+        )
+        .await
     }
+
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
         let deployments = self.sandbox_deployments(namespace).await?;
         self.records(namespace, &deployments).await
@@ -846,53 +834,34 @@ impl Platform for KubernetesPlatform {
 
     async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
         self.sandbox_deployment(namespace, name).await?;
-        self.deployments(Some(namespace))
-            .delete(name, &Default::default())
-            .await
-            .map_err(|e| kube_error(&format!("sandbox {name}"), e))?;
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), namespace);
-        for outcome in [
-            secrets
-                .delete(&sandboxes::env_secret(name), &Default::default())
-                .await
-                .map(drop),
-            policies
-                .delete(&sandboxes::egress_policy(name), &Default::default())
-                .await
-                .map(drop),
-        ] {
-            match outcome {
-                Ok(()) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => return Err(kube_error(&format!("sandbox {name}"), e)),
-            }
-        }
-        Ok(())
+        self.delete_sandbox_objects(namespace, name).await
     }
 
     async fn exec_sandbox(
         &self,
-        _namespace: &str,
-        _name: &str,
-        _command: &str,
-        _timeout: Duration,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
     ) -> PlatformResult<ExecResponse> {
-        Err(not_yet("exec"))
+        self.exec(namespace, name, command, timeout).await
     }
 
     async fn sandbox_logs(
         &self,
-        _namespace: &str,
-        _name: &str,
-        _tail: usize,
-        _since_secs: u64,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since_secs: u64,
     ) -> PlatformResult<String> {
-        Err(not_yet("logs"))
+        self.logs(namespace, name, tail, since_secs).await
     }
 
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
         let record = self.get_sandbox(namespace, name).await?;
+        if record.status == crate::shared::models::sandbox::SandboxStatus::Paused {
+            return Ok(());
+        }
         if record.status != crate::shared::models::sandbox::SandboxStatus::Running {
             return Err(PlatformError::Conflict(format!(
                 "sandbox '{name}' is {}: only a running sandbox can be paused",
@@ -913,9 +882,9 @@ impl Platform for KubernetesPlatform {
 
     async fn sandbox_metrics(
         &self,
-        _namespace: Option<&str>,
+        namespace: Option<&str>,
     ) -> PlatformResult<Vec<SandboxMetrics>> {
-        Err(not_yet("metrics"))
+        self.metrics(namespace).await
     }
 
     fn max_exec_timeout(&self) -> Duration {
@@ -924,66 +893,81 @@ impl Platform for KubernetesPlatform {
 
     async fn snapshot_sandbox(
         &self,
-        _namespace: &str,
-        _sandbox: &str,
-        _snapshot: &str,
-        _kind: SnapshotKind,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+        kind: SnapshotKind,
     ) -> PlatformResult<()> {
-        Err(not_yet("snapshots"))
+        self.snapshot(namespace, sandbox, snapshot, kind).await
     }
 
     async fn pause_sandbox_with_snapshot(
         &self,
-        _namespace: &str,
-        _sandbox: &str,
-        _snapshot: &str,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
     ) -> PlatformResult<()> {
-        Err(not_yet("snapshots"))
+        self.pause_with_snapshot(namespace, sandbox, snapshot).await
     }
 
     async fn fork_sandbox(
         &self,
-        _namespace: &str,
-        _source: &str,
-        _new_name: &str,
-        _snapshot: Option<&str>,
-        _warm: bool,
+        namespace: &str,
+        source: &str,
+        new_name: &str,
+        snapshot: Option<&str>,
+        warm: bool,
     ) -> PlatformResult<()> {
-        Err(not_yet("fork"))
+        if warm {
+            return Err(PlatformError::Invalid(
+                "warm fork (memory kept) is an sbxd feature: kata-qemu-longhorn forks clone \
+                 the root volume only; fork without `warm`"
+                    .into(),
+            ));
+        }
+        self.fork(namespace, source, new_name, snapshot).await
     }
 
     async fn list_snapshots(
         &self,
-        _namespace: Option<&str>,
-        _sandbox: Option<&str>,
-        _kind: Option<SnapshotKind>,
+        namespace: Option<&str>,
+        sandbox: Option<&str>,
+        kind: Option<SnapshotKind>,
     ) -> PlatformResult<Vec<Snapshot>> {
-        Err(not_yet("snapshots"))
+        self.list_snapshot_records(namespace, sandbox, kind).await
     }
 
-    async fn get_snapshot(&self, _namespace: &str, _name: &str) -> PlatformResult<Snapshot> {
-        Err(not_yet("snapshots"))
+    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
+        self.snapshot_record(namespace, name).await
     }
 
-    async fn snapshot_backend(&self, _namespace: &str, _name: &str) -> PlatformResult<String> {
-        Err(not_yet("snapshots"))
+    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String> {
+        Ok(self.snapshot_template(namespace, name).await?.backend)
     }
 
-    async fn delete_snapshot(&self, _namespace: &str, _name: &str) -> PlatformResult<()> {
-        Err(not_yet("snapshots"))
+    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.delete_snapshot_objects(namespace, name).await
     }
 
-    async fn restore_snapshot(&self, _snapshot: &str, _plan: RestorePlan) -> PlatformResult<()> {
-        Err(not_yet("restore"))
+    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()> {
+        self.restore(snapshot, plan).await
     }
 
     async fn gc_snapshots(
         &self,
-        _namespace: Option<&str>,
-        _keep_for: Duration,
-        _dry_run: bool,
+        namespace: Option<&str>,
+        keep_for: Duration,
+        dry_run: bool,
     ) -> PlatformResult<Vec<GcResult>> {
-        Err(not_yet("snapshot GC"))
+        self.gc(namespace, keep_for, dry_run).await
+    }
+
+    fn is_leader(&self) -> bool {
+        self.leader.leading()
+    }
+
+    async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
+        lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
     }
 
     fn image_store(&self) -> Option<Arc<ImageStore>> {

@@ -20,6 +20,14 @@ pub const CONTAINER: &str = "sandbox";
 /// The file a passed `before_script` leaves; the readiness probe waits for it.
 pub const READY_MARKER: &str = "/tmp/.sbx-ready";
 
+/// Annotation on a sandbox's Deployment: what it was created with (a [`SandboxTemplate`] as
+/// JSON), so that its snapshots and forks can carry it on.
+pub const TEMPLATE_ANNOTATION: &str = "sbx.io/template";
+/// Where the root PVC of a kql sandbox is mounted in its container.
+pub const ROOT_MOUNT: &str = "/workspace";
+/// The Docker-in-Docker sidecar's container name.
+pub const DIND_CONTAINER: &str = "dind";
+
 /// Name of the Secret holding a sandbox's env file.
 pub fn env_secret(sandbox: &str) -> String {
     format!("{sandbox}-env")
@@ -30,34 +38,124 @@ pub fn egress_policy(sandbox: &str) -> String {
     format!("{sandbox}-egress")
 }
 
-/// The env file as a Secret (`stringData`), when the create named one.
-pub fn env_secret_object(new: &NewSandbox) -> Option<Value> {
-    if new.env.is_empty() {
-        return None;
+/// Name of a kql sandbox's root PVC.
+pub fn root_pvc(sandbox: &str) -> String {
+    format!("{sandbox}-root-lh")
+}
+
+/// What a sandbox is made of, apart from its name, namespace and env values: what a create
+/// asked for, kept on the Deployment and carried by its snapshots into forks and restores.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SandboxTemplate {
+    /// Image reference.
+    pub image: String,
+    /// Backend.
+    pub backend: String,
+    /// CPU limit, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Ephemeral storage limit, bytes.
+    pub ephemeral_bytes: Option<u64>,
+    /// Size of the root PVC (kql), bytes.
+    pub root_disk_bytes: Option<u64>,
+    /// Run before the sandbox reads Ready.
+    pub before_script: Option<String>,
+    /// Entrypoint (the container's `command`), when not the image's.
+    pub entrypoint: Option<Vec<String>>,
+    /// Cmd (the container's `args`), when not the image's.
+    pub cmd: Option<Vec<String>>,
+    /// Egress allow-list (None: unrestricted; empty: none).
+    pub egress: Option<Vec<String>>,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Supplementary groups (the first is the pod's fsGroup).
+    pub additional_gids: Vec<u32>,
+    /// Capabilities kept, `CAP_*` names.
+    pub capabilities: Vec<String>,
+    /// A sidecar (`dind`), if any.
+    pub sidecar: Option<String>,
+    /// Whether the sandbox has an env Secret.
+    pub env: bool,
+    /// Nodes it may run on (`None`: any).
+    pub nodes: Option<Vec<String>>,
+}
+
+impl SandboxTemplate {
+    /// The template of a validated create; kql sandboxes get a root disk of `root_disk`.
+    pub fn of(new: &NewSandbox, root_disk: u64) -> SandboxTemplate {
+        SandboxTemplate {
+            image: new.image.clone(),
+            backend: new.backend.clone(),
+            cpu_millis: new.cpu_millis,
+            memory_bytes: new.memory_bytes,
+            ephemeral_bytes: new.ephemeral_bytes,
+            root_disk_bytes: (new.backend == super::KQL_BACKEND).then_some(root_disk),
+            before_script: new.before_script.clone(),
+            entrypoint: None,
+            cmd: None,
+            egress: new.egress.clone(),
+            uid: new.uid,
+            gid: new.gid,
+            additional_gids: new.additional_gids.clone(),
+            capabilities: new.capabilities.clone(),
+            sidecar: None,
+            env: !new.env.is_empty(),
+            nodes: new.nodes.clone(),
+        }
     }
-    let data: serde_json::Map<String, Value> = new
-        .env
+
+    /// The template recorded on a sandbox's Deployment.
+    pub fn recorded(deployment: &Deployment) -> Result<SandboxTemplate, String> {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        let raw = deployment
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(TEMPLATE_ANNOTATION))
+            .ok_or_else(|| format!("sandbox '{name}' has no {TEMPLATE_ANNOTATION} annotation"))?;
+        serde_json::from_str(raw)
+            .map_err(|e| format!("sandbox '{name}' has an unreadable {TEMPLATE_ANNOTATION}: {e}"))
+    }
+
+    /// Whether the sandbox has a root PVC.
+    pub fn has_root_volume(&self) -> bool {
+        self.backend == super::KQL_BACKEND
+    }
+}
+
+/// The labels of every object made for a sandbox.
+fn labels(sandbox: &str) -> Value {
+    json!({SANDBOX_LABEL: sandbox, MANAGED_LABEL: super::FIELD_MANAGER})
+}
+
+/// A sandbox's env Secret with these `KEY=VALUE` entries.
+pub fn env_secret_object(namespace: &str, sandbox: &str, env: &[String]) -> Value {
+    let data: serde_json::Map<String, Value> = env
         .iter()
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
         .collect();
-    Some(json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {
-            "name": env_secret(&new.name),
-            "namespace": new.namespace,
-            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
-        },
+        "metadata": {"name": env_secret(sandbox), "namespace": namespace, "labels": labels(sandbox)},
         "type": "Opaque",
         "stringData": data,
-    }))
+    })
 }
 
 /// The egress allow-list as a NetworkPolicy (DESIGN §4): `[]` allows nothing out; a list
 /// allows those CIDRs plus DNS to the cluster's resolver; no list, no policy.
-pub fn egress_policy_object(new: &NewSandbox) -> Option<Value> {
-    let list = new.egress.as_ref()?;
+pub fn egress_policy_object(
+    namespace: &str,
+    sandbox: &str,
+    egress: Option<&[String]>,
+) -> Option<Value> {
+    let list = egress?;
     let mut rules = Vec::new();
     if !list.is_empty() {
         let blocks: Vec<Value> = list
@@ -73,17 +171,38 @@ pub fn egress_policy_object(new: &NewSandbox) -> Option<Value> {
     Some(json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {
-            "name": egress_policy(&new.name),
-            "namespace": new.namespace,
-            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
-        },
+        "metadata": {"name": egress_policy(sandbox), "namespace": namespace, "labels": labels(sandbox)},
         "spec": {
-            "podSelector": {"matchLabels": {SANDBOX_LABEL: new.name}},
+            "podSelector": {"matchLabels": {SANDBOX_LABEL: sandbox}},
             "policyTypes": ["Egress"],
             "egress": rules,
         },
     }))
+}
+
+/// The root PVC of a kql sandbox (class `longhorn`), empty or cloned from a VolumeSnapshot.
+pub fn root_pvc_object(
+    namespace: &str,
+    sandbox: &str,
+    bytes: u64,
+    from_snapshot: Option<&str>,
+) -> Value {
+    let mut spec = json!({
+        "storageClassName": super::STORAGE_CLASS,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": format_bytes_binary(bytes)}},
+    });
+    if let Some(snapshot) = from_snapshot {
+        spec["dataSource"] = json!({
+            "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot,
+        });
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": root_pvc(sandbox), "namespace": namespace, "labels": labels(sandbox)},
+        "spec": spec,
+    })
 }
 
 /// The RuntimeClass of a backend.
@@ -94,44 +213,58 @@ pub fn runtime_class(backend: &str) -> &'static str {
     }
 }
 
-/// The Deployment (server-side apply body) of a new sandbox: one replica of the image under
-/// the backend's RuntimeClass, the limits as resources, the user and capabilities of the
-/// create body, no service-account token, placement on the allowed nodes (tolerating their
-/// tenant's dedication taint).
-pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
+/// The Deployment of a sandbox: one replica of the image under the backend's RuntimeClass,
+/// the limits as resources, the user and capabilities of the create body, no
+/// service-account token, the root PVC (kql) at [`ROOT_MOUNT`], placement on the allowed
+/// nodes (tolerating their tenant's dedication taint), bandwidth annotations for the
+/// tenant's network limits, the template recorded as an annotation.
+pub fn deployment(
+    namespace: &str,
+    name: &str,
+    t: &SandboxTemplate,
+    tenant: Option<&str>,
+    network: Option<&crate::shared::models::tenant::NetworkLimits>,
+    dind_image: &str,
+) -> Value {
     let mut limits = serde_json::Map::new();
-    if let Some(m) = new.cpu_millis {
+    if let Some(m) = t.cpu_millis {
         limits.insert("cpu".into(), format_cpu_millis(m).into());
     }
-    if let Some(b) = new.memory_bytes {
+    if let Some(b) = t.memory_bytes {
         limits.insert("memory".into(), format_bytes_binary(b).into());
     }
-    if let Some(b) = new.ephemeral_bytes {
+    if let Some(b) = t.ephemeral_bytes {
         limits.insert("ephemeral-storage".into(), format_bytes_binary(b).into());
     }
-    let caps: Vec<String> = new
+    let caps: Vec<String> = t
         .capabilities
         .iter()
         .map(|c| c.trim_start_matches("CAP_").to_string())
         .collect();
-    let mut pod_security = json!({"runAsUser": new.uid, "runAsGroup": new.gid});
-    if !new.additional_gids.is_empty() {
-        pod_security["fsGroup"] = json!(new.additional_gids[0]);
+    let mut pod_security = json!({"runAsUser": t.uid, "runAsGroup": t.gid});
+    if !t.additional_gids.is_empty() {
+        pod_security["fsGroup"] = json!(t.additional_gids[0]);
         pod_security["runAsNonRoot"] = json!(true);
     }
     let mut container = json!({
         "name": CONTAINER,
-        "image": new.image,
+        "image": t.image,
         "resources": {"limits": limits, "requests": limits},
         "securityContext": {
             "allowPrivilegeEscalation": false,
             "capabilities": {"drop": ["ALL"], "add": caps},
         },
     });
-    if !new.env.is_empty() {
-        container["envFrom"] = json!([{"secretRef": {"name": env_secret(&new.name)}}]);
+    if let Some(entrypoint) = &t.entrypoint {
+        container["command"] = json!(entrypoint);
     }
-    if let Some(script) = &new.before_script {
+    if let Some(cmd) = &t.cmd {
+        container["args"] = json!(cmd);
+    }
+    if t.env {
+        container["envFrom"] = json!([{"secretRef": {"name": env_secret(name)}}]);
+    }
+    if let Some(script) = &t.before_script {
         // The script runs as the container starts; the sandbox is Ready once it passed (a
         // failing script fails the start, and the kubelet restarts the container).
         container["lifecycle"] = json!({"postStart": {"exec": {"command": [
@@ -142,14 +275,36 @@ pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
             "periodSeconds": 1,
         });
     }
+    let mut containers = vec![];
+    let mut volumes = vec![];
+    if t.has_root_volume() {
+        container["volumeMounts"] = json!([{"name": "root", "mountPath": ROOT_MOUNT}]);
+        volumes
+            .push(json!({"name": "root", "persistentVolumeClaim": {"claimName": root_pvc(name)}}));
+    }
+    if t.sidecar.as_deref() == Some(crate::shared::models::snapshot::SIDECAR_DIND) {
+        // Docker in Docker beside the sandbox (privileged inside the sandbox's VM only),
+        // reached over the pod's loopback.
+        container["env"] = json!([{"name": "DOCKER_HOST", "value": "tcp://127.0.0.1:2375"}]);
+        containers.push(json!({
+            "name": DIND_CONTAINER,
+            "image": dind_image,
+            "securityContext": {"privileged": true, "runAsUser": 0},
+            "env": [{"name": "DOCKER_TLS_CERTDIR", "value": ""}],
+        }));
+    }
+    containers.insert(0, container);
     let mut pod_spec = json!({
-        "runtimeClassName": runtime_class(&new.backend),
+        "runtimeClassName": runtime_class(&t.backend),
         "automountServiceAccountToken": false,
         "enableServiceLinks": false,
         "securityContext": pod_security,
-        "containers": [container],
+        "containers": containers,
     });
-    if let Some(nodes) = &new.nodes {
+    if !volumes.is_empty() {
+        pod_spec["volumes"] = json!(volumes);
+    }
+    if let Some(nodes) = &t.nodes {
         pod_spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{
                 "key": "kubernetes.io/hostname", "operator": "In", "values": nodes,
@@ -161,21 +316,33 @@ pub fn deployment(new: &NewSandbox, tenant: Option<&str>) -> Value {
             "key": super::TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
         }]);
     }
+    let mut pod_annotations = serde_json::Map::new();
+    if let Some(limits) = network {
+        if let Some(bps) = &limits.egress_bps {
+            pod_annotations.insert("kubernetes.io/egress-bandwidth".into(), bps.clone().into());
+        }
+        if let Some(bps) = &limits.ingress_bps {
+            pod_annotations.insert("kubernetes.io/ingress-bandwidth".into(), bps.clone().into());
+        }
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
-            "name": new.name,
-            "namespace": new.namespace,
-            "labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER},
-            "annotations": {BACKEND_ANNOTATION: new.backend},
+            "name": name,
+            "namespace": namespace,
+            "labels": labels(name),
+            "annotations": {
+                BACKEND_ANNOTATION: t.backend,
+                TEMPLATE_ANNOTATION: serde_json::to_string(t).unwrap_or_default(),
+            },
         },
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {SANDBOX_LABEL: new.name}},
+            "selector": {"matchLabels": {SANDBOX_LABEL: name}},
             "template": {
-                "metadata": {"labels": {SANDBOX_LABEL: new.name, MANAGED_LABEL: super::FIELD_MANAGER}},
+                "metadata": {"labels": labels(name), "annotations": pod_annotations},
                 "spec": pod_spec,
             },
         },
