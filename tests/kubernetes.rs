@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::{Daemon, call};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, ResourceQuota, Secret,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -66,6 +68,31 @@ async fn reset(client: &kube::Client) {
     let _ = nodes
         .patch("node-1", &PatchParams::default(), &Patch::Merge(&patch))
         .await;
+}
+
+async fn d_template(deployments: &Api<Deployment>, name: &str) -> PodSpec {
+    deployments
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .template
+        .spec
+        .unwrap()
+}
+
+/// Deletes a namespace and waits until it is gone (the namespace controller empties it).
+async fn drop_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    let started = Instant::now();
+    while namespaces.get_opt(name).await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "namespace {name} still there"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn bootstrap_token(client: &kube::Client) -> String {
@@ -328,6 +355,7 @@ async fn sandboxes_are_deployments() {
     let _one = CLUSTER.lock().await;
     let client = cluster().await;
     reset(&client).await;
+    drop_namespace(&client, "sb-ns").await;
     let daemon = start();
     let admin = bootstrap_token(&client).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "sb-ns");
@@ -395,59 +423,92 @@ async fn sandboxes_are_deployments() {
         (Some("Pending"), Some("False"))
     );
     assert_eq!(body["data"]["backend"], "kata-qemu-longhorn");
-    // This test environment has no controllers and no kubelet: the test plays them and marks
-    // the Deployment's replica ready, as the ReplicaSet controller would.
-    let ready = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
-    deployments
-        .patch_status("web", &PatchParams::default(), &Patch::Merge(&ready))
-        .await
-        .unwrap();
-    let (_, body) = get("web").await;
-    assert_eq!(
-        (
-            body["data"]["status"].as_str(),
-            body["data"]["ready"].as_str()
-        ),
-        (Some("Running"), Some("True")),
-        "{body}"
-    );
-
-    // Its Pod, as a kubelet would report it (the test creates and reports it): restarts are
-    // counted and a crash loop reads Failed with the kubelet's reason.
+    // The controllers make its ReplicaSet and Pod, the scheduler places it on a KWOK node and
+    // KWOK (playing the kubelet) reports it Running and Ready.
+    let running = |name: &'static str| {
+        let get = &get;
+        async move {
+            let started = Instant::now();
+            loop {
+                let (_, body) = get(name).await;
+                if body["data"]["status"] == "Running" && body["data"]["ready"] == "True" {
+                    return body;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "{name}: {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    running("web").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "sb-ns");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web-abc12", "labels": {"sbx.io/sandbox": "web", "app.kubernetes.io/managed-by": "sbx"}},
-        "spec": {"containers": [{"name": "sandbox", "image": "busybox:1.36"}]},
-    }))
-    .unwrap();
-    pods.create(&Default::default(), &pod).await.unwrap();
-    let crash = json!({"status": {"phase": "Running", "containerStatuses": [{
-        "name": "sandbox", "image": "busybox:1.36", "imageID": "", "ready": false, "restartCount": 2,
-        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
-    }]}});
-    pods.patch_status("web-abc12", &PatchParams::default(), &Patch::Merge(&crash))
+    let web_pods = pods
+        .list(&ListParams::default().labels("sbx.io/sandbox=web"))
         .await
+        .unwrap()
+        .items;
+    assert_eq!(web_pods.len(), 1);
+    assert!(
+        web_pods[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("node-")),
+        "{:?}",
+        web_pods[0].spec
+    );
+    // kql: the root PVC `<sandbox>-root-lh` (class longhorn), mounted in the container.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "sb-ns");
+    let pvc = pvcs.get("web-root-lh").await.unwrap().spec.unwrap();
+    assert_eq!(pvc.storage_class_name.as_deref(), Some("longhorn"));
+    assert_eq!(
+        pvc.resources.unwrap().requests.unwrap()["storage"].0,
+        "10Gi"
+    );
+    let mounts = d_template(&deployments, "web").await.containers[0]
+        .volume_mounts
+        .clone()
         .unwrap();
-    let (_, body) = get("web").await;
-    assert_eq!(body["data"]["restarts"], 2, "{body}");
-    assert_eq!(body["data"]["status"], "Failed", "{body}");
+    assert_eq!(mounts[0].mount_path, "/workspace");
+
+    // A container that keeps crashing (KWOK reports the image `sbx-test/crashloop` as the
+    // kubelet reports a crash loop): Failed with the kubelet's reason, restarts counted.
+    let (status, body) =
+        create(json!({"name": "crashy", "namespace": "sb-ns", "image": "sbx-test/crashloop"}))
+            .await;
+    assert_eq!(status, 201, "{body}");
+    let started = Instant::now();
+    let body = loop {
+        let (_, body) = get("crashy").await;
+        if body["data"]["status"] == "Failed" {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(body["data"]["restarts"].as_i64().unwrap() >= 3, "{body}");
     assert!(
         body["data"]["error_message"]
             .as_str()
             .unwrap()
-            .starts_with("CrashLoopBackOff: back-off"),
+            .starts_with("CrashLoopBackOff"),
         "{body}"
     );
-    pods.delete("web-abc12", &Default::default()).await.unwrap();
-    let (_, body) = get("web").await;
     assert_eq!(
-        (
-            body["data"]["status"].as_str(),
-            body["data"]["restarts"].as_i64()
-        ),
-        (Some("Running"), Some(0)),
-        "{body}"
+        call(
+            &daemon,
+            &admin,
+            M::DELETE,
+            "/api/v1/sandboxes/crashy?namespace=sb-ns",
+            None
+        )
+        .await
+        .0,
+        200
     );
 
     // The other backend, a non-root sandbox, and what is refused.
@@ -585,7 +646,7 @@ async fn sandboxes_are_deployments() {
         .collect();
     assert_eq!(names, ["fc", "web"]);
 
-    // Pause scales to zero, resume back to one; pausing a paused sandbox is 409.
+    // Pause scales to zero, resume back to one; pausing a paused sandbox changes nothing.
     let pause = |path: &'static str| {
         let (daemon, admin) = (&daemon, admin.clone());
         async move {
@@ -602,19 +663,25 @@ async fn sandboxes_are_deployments() {
     assert_eq!(pause("/api/v1/sandboxes/web/pause").await.0, 200);
     assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(0));
     assert_eq!(get("web").await.1["data"]["status"], "Paused");
-    assert_eq!(pause("/api/v1/sandboxes/web/pause").await.0, 409);
+    assert_eq!(pause("/api/v1/sandboxes/web/pause").await.0, 200);
     assert_eq!(pause("/api/v1/sandboxes/web/resume").await.0, 200);
     assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(1));
-    // Exec needs a node: 503 on this platform for now.
-    let (status, _) = call(
+    // Exec goes through the API server to the node (KWOK runs it on the test host).
+    running("web").await;
+    let (status, body) = call(
         &daemon,
         &admin,
         M::POST,
         "/api/v1/sandboxes/web/exec?namespace=sb-ns",
-        Some(json!({"command": "true"})),
+        Some(json!({"command": "echo through-the-apiserver; exit 7"})),
     )
     .await;
-    assert_eq!(status, 503);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (&body["data"]["exit_code"], &body["data"]["stdout"]),
+        (&json!(7), &json!("through-the-apiserver\n")),
+        "{body}"
+    );
     // Delete: the Deployment goes.
     for name in ["web", "fc"] {
         let (status, body) = call(
@@ -628,12 +695,13 @@ async fn sandboxes_are_deployments() {
         assert_eq!(status, 200, "{body}");
     }
     assert!(deployments.get_opt("web").await.unwrap().is_none());
+    assert!(pvcs.get_opt("web-root-lh").await.unwrap().is_none());
     assert_eq!(get("web").await.0, 404);
     reset(&client).await;
 }
 
 #[tokio::test]
-async fn losing_the_api_server_later_is_503_in_the_envelope() {
+async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
     // An API server of this test's own (its own --dir), stopped under a running daemon.
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/k8s-testenv");
@@ -686,12 +754,30 @@ async fn losing_the_api_server_later_is_503_in_the_envelope() {
     )
     .await;
     assert_eq!(status, 200);
-    let stopped = std::process::Command::new(script)
-        .args(["stop", "--dir"])
-        .arg(&state)
-        .output()
+    // The API server goes away (killed; the rest of the test environment stays).
+    let pid: i32 = std::fs::read_to_string(state.join("kube-apiserver.pid"))
+        .unwrap()
+        .trim()
+        .parse()
         .unwrap();
-    assert!(stopped.status.success());
+    let apiserver: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Keys are served from the daemon's copy; what needs the cluster answers 503, saying why.
     let (status, body) = call(
         &daemon,
@@ -713,6 +799,43 @@ async fn losing_the_api_server_later_is_503_in_the_envelope() {
             .contains("unreachable"),
         "{body}"
     );
+    // It comes back (the same program and flags: same port, certificates and etcd), and so
+    // does the daemon, without a restart.
+    let returned = std::process::Command::new(&apiserver[0])
+        .args(&apiserver[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let recovered = loop {
+        let (status, body) = call(
+            &daemon,
+            token,
+            reqwest::Method::GET,
+            "/api/v1/sandboxes?all_namespaces=true",
+            None,
+        )
+        .await;
+        if status == 200 || started.elapsed() > Duration::from_secs(90) {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(recovered.0, 200, "{}", recovered.1);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(returned.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let mut returned = returned;
+    let _ = returned.wait();
+    let stopped = std::process::Command::new(script)
+        .args(["stop", "--dir"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(stopped.status.success());
 }
 
 #[test]
@@ -750,4 +873,326 @@ fn an_unreachable_api_server_at_start_is_a_clear_error() {
         stderr.contains("Kubernetes API server is unreachable"),
         "{stderr}"
     );
+}
+
+fn volume_snapshots(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource {
+            group: "snapshot.storage.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "snapshot.storage.k8s.io/v1".into(),
+            kind: "VolumeSnapshot".into(),
+            plural: "volumesnapshots".into(),
+        },
+    )
+}
+
+/// Snapshots are VolumeSnapshots of the root PVC with the `sbx.io/*` annotations; a fork is a
+/// PVC cloned from one (KWOK plays the CSI driver: PVCs bind and snapshots become ready, except
+/// a PVC cloned from a snapshot named `never-binds`, which stays Pending); a restore rebuilds
+/// the sandbox from the annotations with its overrides; GC deletes leftover fork snapshots;
+/// one replica holds the leader Lease.
+#[tokio::test]
+async fn snapshots_are_volume_snapshots() {
+    use reqwest::Method as M;
+    let _one = CLUSTER.lock().await;
+    let client = cluster().await;
+    reset(&client).await;
+    drop_namespace(&client, "vs-ns").await;
+    let config = tempfile::tempdir().unwrap();
+    let path = config.path().join("sbx.toml");
+    std::fs::write(&path, "[kubernetes]\nforkTimeout = \"4s\"\n").unwrap();
+    let daemon = Daemon::start_with_env(
+        &[
+            "--platform",
+            "kubernetes",
+            "--config",
+            path.to_str().unwrap(),
+        ],
+        &[("KUBECONFIG", kubeconfig().as_str())],
+    );
+    let admin = bootstrap_token(&client).await;
+    let post = |path: String, body: Value| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        async move { call(daemon, &admin, M::POST, &path, Some(body)).await }
+    };
+    let env_dir = tempfile::tempdir().unwrap();
+    let env_file = env_dir.path().join("app.env");
+    std::fs::write(&env_file, "TOKEN=s3cret\n").unwrap();
+    let (status, body) = post(
+        "/api/v1/sandboxes".into(),
+        json!({"name": "src", "namespace": "vs-ns", "image": "busybox:1.36",
+               "limits": {"cpu": "500m", "memory": "256Mi"}, "env_file": env_file.to_str().unwrap()}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let snapshots = volume_snapshots(&client, "vs-ns");
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "vs-ns");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "vs-ns");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "vs-ns");
+
+    // A named snapshot: class longhorn, the root PVC as source, the annotations a restore
+    // reads, and a copy of the env Secret.
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/snapshot".into(),
+        json!({"snapshot_name": "s1", "namespace": "vs-ns"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let s1 = snapshots.get("s1").await.unwrap();
+    assert_eq!(s1.data["spec"]["volumeSnapshotClassName"], "longhorn");
+    assert_eq!(
+        s1.data["spec"]["source"]["persistentVolumeClaimName"],
+        "src-root-lh"
+    );
+    let a = s1.metadata.annotations.clone().unwrap();
+    for (key, value) in [
+        ("sbx.io/kind", "named"),
+        ("sbx.io/source-sandbox", "src"),
+        ("sbx.io/source-image", "busybox:1.36"),
+        ("sbx.io/source-backend", "kata-qemu-longhorn"),
+        ("sbx.io/source-cpu", "500m"),
+        ("sbx.io/source-memory", "256Mi"),
+    ] {
+        assert_eq!(a.get(key).map(String::as_str), Some(value), "{key}: {a:?}");
+    }
+    assert_eq!(
+        secrets.get("s1.snapshot-env").await.unwrap().data.unwrap()["TOKEN"].0,
+        b"s3cret"
+    );
+
+    // Fork: a PVC cloned from a `fork` snapshot, Bound before the clone's Deployment exists;
+    // the snapshot deleted once it is; the env Secret copied.
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/fork".into(),
+        json!({"new_name": "cl", "namespace": "vs-ns"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let clone_pvc = pvcs.get("cl-root-lh").await.unwrap();
+    let source = clone_pvc.spec.unwrap().data_source.unwrap();
+    assert_eq!(source.kind, "VolumeSnapshot");
+    assert!(source.name.starts_with("src-fork-"), "{source:?}");
+    assert_eq!(clone_pvc.status.unwrap().phase.as_deref(), Some("Bound"));
+    assert!(snapshots.get_opt(&source.name).await.unwrap().is_none());
+    assert!(deployments.get_opt("cl").await.unwrap().is_some());
+    assert_eq!(
+        secrets.get("cl-env").await.unwrap().data.unwrap()["TOKEN"].0,
+        b"s3cret"
+    );
+    // A clone whose PVC never binds: 504 after forkTimeout, and nothing of it is left.
+    let started = Instant::now();
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/fork".into(),
+        json!({"new_name": "nb", "namespace": "vs-ns", "snapshot": "never-binds"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (504, Some("GatewayTimeout")),
+        "{body}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(4));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nb-root-lh"),
+        "{body}"
+    );
+    assert!(pvcs.get_opt("nb-root-lh").await.unwrap().is_none());
+    assert!(deployments.get_opt("nb").await.unwrap().is_none());
+    assert!(snapshots.get_opt("never-binds").await.unwrap().is_none());
+    // Warm fork is sbxd's.
+    let (status, _) = post(
+        "/api/v1/sandboxes/src/fork".into(),
+        json!({"new_name": "w", "namespace": "vs-ns", "warm": true}),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    // Restore with overrides: they win over the annotations.
+    let (status, body) = post(
+        "/api/v1/snapshots/s1/restore".into(),
+        json!({"new_sandbox_name": "re", "namespace": "vs-ns", "overrides": {
+            "image": "alpine:3.20", "limits": {"cpu": "250m"}, "root_disk_size": "20Gi",
+            "sidecar": "docker", "cmd": ["sleep", "1d"]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let pod = d_template(&deployments, "re").await;
+    let main = &pod.containers[0];
+    assert_eq!(main.image.as_deref(), Some("alpine:3.20"));
+    assert_eq!(main.args.clone().unwrap(), ["sleep", "1d"]);
+    let limits = main.resources.clone().unwrap().limits.unwrap();
+    assert_eq!(
+        (limits["cpu"].0.as_str(), limits["memory"].0.as_str()),
+        ("250m", "256Mi")
+    );
+    assert_eq!(pod.containers[1].name, "dind");
+    let re_pvc = pvcs.get("re-root-lh").await.unwrap().spec.unwrap();
+    assert_eq!(re_pvc.data_source.unwrap().name, "s1");
+    assert_eq!(
+        re_pvc.resources.unwrap().requests.unwrap()["storage"].0,
+        "20Gi"
+    );
+    assert_eq!(
+        secrets.get("re-env").await.unwrap().data.unwrap()["TOKEN"].0,
+        b"s3cret"
+    );
+    // A snapshot without sbx.io/source-image needs an image override; one taken on kfd
+    // cannot be restored.
+    for (name, annotations) in [
+        (
+            "bare",
+            json!({"sbx.io/kind": "named", "sbx.io/source-sandbox": "src"}),
+        ),
+        (
+            "fc-snap",
+            json!({"sbx.io/kind": "named", "sbx.io/source-sandbox": "src",
+                   "sbx.io/source-image": "busybox", "sbx.io/source-backend": "kata-firecracker-devmapper"}),
+        ),
+    ] {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "sbx"}, "annotations": annotations},
+            "spec": {"volumeSnapshotClassName": "longhorn", "source": {"persistentVolumeClaimName": "src-root-lh"}},
+        }))
+        .unwrap();
+        snapshots
+            .create(&Default::default(), &object)
+            .await
+            .unwrap();
+        let (status, body) = post(
+            format!("/api/v1/snapshots/{name}/restore"),
+            json!({"new_sandbox_name": "r2", "namespace": "vs-ns"}),
+        )
+        .await;
+        assert_eq!(status, 400, "{name}: {body}");
+    }
+    let (status, body) = post(
+        "/api/v1/snapshots/bare/restore".into(),
+        json!({"new_sandbox_name": "r2", "namespace": "vs-ns", "overrides": {"image": "busybox:1.36"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+
+    // kfd has no root volume: no snapshot, no fork.
+    let (status, _) = post(
+        "/api/v1/sandboxes".into(),
+        json!({"name": "fc", "namespace": "vs-ns", "image": "busybox", "backend": "kata-firecracker-devmapper"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    assert!(pvcs.get_opt("fc-root-lh").await.unwrap().is_none());
+    for (path, body) in [
+        (
+            "/api/v1/sandboxes/fc/snapshot",
+            json!({"snapshot_name": "x", "namespace": "vs-ns"}),
+        ),
+        (
+            "/api/v1/sandboxes/fc/fork",
+            json!({"new_name": "x", "namespace": "vs-ns"}),
+        ),
+    ] {
+        let (status, response) = post(path.into(), body).await;
+        assert_eq!(status, 400, "{path}: {response}");
+    }
+    // A source whose root PVC is gone: fork is 404.
+    pvcs.delete("re-root-lh", &Default::default())
+        .await
+        .unwrap();
+    let (status, body) = post(
+        "/api/v1/sandboxes/re/fork".into(),
+        json!({"new_name": "x", "namespace": "vs-ns"}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+
+    // GC: a `fork` snapshot left behind an hour ago goes; named ones stay.
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": "src-fork-1", "labels": {"app.kubernetes.io/managed-by": "sbx"},
+                     "annotations": {"sbx.io/kind": "fork", "sbx.io/source-sandbox": "src"}},
+        "spec": {"volumeSnapshotClassName": "longhorn", "source": {"persistentVolumeClaimName": "src-root-lh"}},
+    }))
+    .unwrap();
+    snapshots
+        .create(&Default::default(), &object)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while snapshots.get("src-fork-1").await.unwrap().data["status"]["readyToUse"] != json!(true) {
+        assert!(started.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let hour_ago = json!({"status": {"creationTime": "2020-01-01T00:00:00Z"}});
+    snapshots
+        .patch_status(
+            "src-fork-1",
+            &PatchParams::default(),
+            &Patch::Merge(&hour_ago),
+        )
+        .await
+        .unwrap();
+    let (status, body) = post(
+        "/api/v1/snapshots/gc".into(),
+        json!({"namespace": "vs-ns", "dry_run": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["results"][0]["name"], "src-fork-1", "{body}");
+    assert_eq!(body["data"]["results"][0]["deleted"], false, "{body}");
+    assert!(snapshots.get_opt("src-fork-1").await.unwrap().is_some());
+    let (_, body) = post("/api/v1/snapshots/gc".into(), json!({"namespace": "vs-ns"})).await;
+    assert_eq!(
+        body["data"]["results"].as_array().unwrap().len(),
+        1,
+        "{body}"
+    );
+    assert_eq!(body["data"]["results"][0]["deleted"], true, "{body}");
+    assert!(snapshots.get_opt("src-fork-1").await.unwrap().is_none());
+    assert!(snapshots.get_opt("s1").await.unwrap().is_some());
+
+    // Snapshot delete takes its env copy along.
+    let (status, _) = call(
+        &daemon,
+        &admin,
+        M::DELETE,
+        "/api/v1/snapshots/s1?namespace=vs-ns",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(secrets.get_opt("s1.snapshot-env").await.unwrap().is_none());
+
+    // The leader Lease is this (only) replica's.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let started = Instant::now();
+    loop {
+        let holder = leases
+            .get_opt("sbx-leader")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity);
+        if holder.is_some_and(|h| h.contains(&format!("-{}-", daemon.pid()))) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no leader");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::DELETE,
+        "/api/v1/sandboxes?namespace=vs-ns",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    drop_namespace(&client, "vs-ns").await;
+    reset(&client).await;
 }

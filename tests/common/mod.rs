@@ -125,7 +125,12 @@ impl Daemon {
         }
     }
 
-    /// The first admin token the daemon minted.
+    /// The daemon's PID (0 once stopped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// The first admin token the daemon minted into its data dir.
     pub fn admin_token(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("admin.token"))
             .expect("admin.token")
