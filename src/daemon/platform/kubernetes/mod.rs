@@ -18,6 +18,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
 };
 
+mod cache;
 mod lease;
 pub mod sandboxes;
 pub mod snapshots;
@@ -151,6 +152,10 @@ pub struct KubernetesPlatform {
     identity: String,
     /// This replica's claim on the leader Lease.
     leader: lease::Leader,
+    /// Sandbox Deployments as watched.
+    deployment_cache: cache::Cache<Deployment>,
+    /// Their Pods as watched.
+    pod_cache: cache::Cache<Pod>,
 }
 
 /// How long a read of the node dedications is reused (another replica's change shows
@@ -186,8 +191,15 @@ impl KubernetesPlatform {
             std::process::id(),
             hex::encode(nonce)
         );
+        let managed = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
         Ok(KubernetesPlatform {
             leader: lease::Leader::start(client.clone(), identity.clone()),
+            deployment_cache: cache::Cache::start(
+                Api::all(client.clone()),
+                &managed,
+                "sandbox Deployments",
+            ),
+            pod_cache: cache::Cache::start(Api::all(client.clone()), &managed, "sandbox Pods"),
             client,
             touched: Mutex::new(HashMap::new()),
             dedications: Mutex::new(None),
@@ -208,17 +220,31 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<Deployment>> {
+        let mut list = match self.deployment_cache.store() {
+            Some(store) => store
+                .state()
+                .iter()
+                .filter(|d| namespace.is_none_or(|ns| d.metadata.namespace.as_deref() == Some(ns)))
+                .map(|d| Deployment::clone(d))
+                .collect(),
+            None => self.list_deployments(namespace).await?,
+        };
+        list.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        Ok(list)
+    }
+
+    /// The sandbox Deployments of a namespace as the API server lists them.
+    async fn list_deployments(&self, namespace: Option<&str>) -> PlatformResult<Vec<Deployment>> {
         let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
-        let mut list = self
+        let list = self
             .deployments(namespace)
             .list(&ListParams::default().labels(&selector))
             .await
             .map_err(|e| kube_error("list sandboxes", e))?
             .items;
-        list.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
         Ok(list)
     }
 
@@ -227,16 +253,25 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<BTreeMap<(String, String), Vec<Pod>>> {
-        let api: Api<Pod> = match namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
+        let pods: Vec<Pod> = match self.pod_cache.store() {
+            Some(store) => store
+                .state()
+                .iter()
+                .filter(|p| namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns)))
+                .map(|p| Pod::clone(p))
+                .collect(),
+            None => {
+                let api: Api<Pod> = match namespace {
+                    Some(ns) => Api::namespaced(self.client.clone(), ns),
+                    None => Api::all(self.client.clone()),
+                };
+                let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
+                api.list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| kube_error("list sandbox pods", e))?
+                    .items
+            }
         };
-        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
-        let pods = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| kube_error("list sandbox pods", e))?
-            .items;
         let mut by_sandbox: BTreeMap<(String, String), Vec<Pod>> = BTreeMap::new();
         for pod in pods {
             let sandbox = pod
@@ -283,12 +318,20 @@ impl KubernetesPlatform {
                 "sandbox '{name}' not found in namespace '{namespace}'"
             ))
         };
-        let found = self
-            .deployments(Some(namespace))
-            .get_opt(name)
-            .await
-            .map_err(|e| kube_error(&format!("sandbox {name}"), e))?
-            .ok_or_else(missing)?;
+        let cached = self.deployment_cache.store().map(|store| {
+            store
+                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+                .map(|d| Deployment::clone(&d))
+        });
+        let found = match cached {
+            Some(found) => found,
+            None => self
+                .deployments(Some(namespace))
+                .get_opt(name)
+                .await
+                .map_err(|e| kube_error(&format!("sandbox {name}"), e))?,
+        }
+        .ok_or_else(missing)?;
         let managed = found
             .metadata
             .labels
@@ -298,13 +341,28 @@ impl KubernetesPlatform {
         if managed { Ok(found) } else { Err(missing()) }
     }
 
+    /// Waits until the Deployment cache shows a write of this replica: `version` written, or
+    /// (`None`) deleted.
+    async fn settled(&self, namespace: &str, name: &str, version: Option<&str>) {
+        self.deployment_cache
+            .settle(|store| cache::shows(store, namespace, name, version))
+            .await
+    }
+
     async fn scale(&self, namespace: &str, name: &str, replicas: i32) -> PlatformResult<()> {
         let patch = serde_json::json!({"spec": {"replicas": replicas}});
-        self.deployments(Some(namespace))
+        let written = self
+            .deployments(Some(namespace))
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map(drop)
-            .map_err(|e| kube_error(&format!("sandbox {name}"), e))
+            .map_err(|e| kube_error(&format!("sandbox {name}"), e))?;
+        self.settled(
+            namespace,
+            name,
+            written.metadata.resource_version.as_deref(),
+        )
+        .await;
+        Ok(())
     }
 
     /// Server-side applies a namespaced object given as JSON.
@@ -819,7 +877,7 @@ impl Platform for KubernetesPlatform {
     }
 
     fn sandboxes_version(&self) -> Option<u64> {
-        None
+        Some(self.deployment_cache.version()? + self.pod_cache.version()?)
     }
 
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {

@@ -138,7 +138,8 @@ impl KubernetesPlatform {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        self.deployments(Some(namespace))
+        let created = self
+            .deployments(Some(namespace))
             .create(&post, &object)
             .await
             .map_err(|e| match kube_error(&format!("sandbox {name}"), e) {
@@ -186,6 +187,12 @@ impl KubernetesPlatform {
             self.remove_sandbox_objects(namespace, name).await;
             return Err(e);
         }
+        self.settled(
+            namespace,
+            name,
+            created.metadata.resource_version.as_deref(),
+        )
+        .await;
         Ok(())
     }
 
@@ -291,6 +298,7 @@ impl KubernetesPlatform {
                 Err(e) => return Err(kube_error(&format!("sandbox {name}"), e)),
             }
         }
+        self.settled(namespace, name, None).await;
         Ok(())
     }
 
