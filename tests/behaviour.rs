@@ -39,7 +39,6 @@ struct Env {
     client: ApiClient,
     namespace: String,
     image: String,
-    kube: Option<kube::Client>,
     _net: Option<TestNet>,
     _cluster: Option<tokio::sync::MutexGuard<'static, ()>>,
     _config: tempfile::TempDir,
@@ -85,7 +84,6 @@ impl Env {
                     daemon,
                     namespace: format!("bh-{suffix}"),
                     image: sbxd::busybox(),
-                    kube: None,
                     _net: Some(net),
                     _cluster: None,
                     _config: config,
@@ -123,7 +121,6 @@ impl Env {
                     daemon,
                     namespace: format!("bh-{suffix}"),
                     image: "busybox:1.36".into(),
-                    kube: Some(kube),
                     _net: None,
                     _cluster: Some(guard),
                     _config: config,
@@ -193,7 +190,7 @@ impl Env {
 
     /// The sandbox's main process writes `line` to its output (its log). On sbxd a process in
     /// the sandbox writes to the main process's stdout; under KWOK the Pod's log is a file on
-    /// the test host that KWOK serves (`scripts/k8s-testenv`), and the test appends to it.
+    /// the test host that KWOK serves for every Pod (`scripts/k8s-testenv`); the test appends to it.
     async fn say(&self, name: &str, line: &str) {
         match self.platform {
             Platform::Local => {
@@ -203,24 +200,16 @@ impl Env {
                 assert_eq!(r.exit_code, 0, "{r:?}");
             }
             Platform::Kubernetes => {
-                let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                    kube::Api::namespaced(self.kube.clone().unwrap(), &self.namespace);
-                let list = pods
-                    .list(
-                        &kube::api::ListParams::default().labels(&format!("sbx.io/sandbox={name}")),
-                    )
-                    .await
-                    .unwrap();
-                let pod = list.items[0].metadata.name.clone().unwrap();
-                let path = kwok_log(&self.namespace, &pod);
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                // KWOK serves every Pod's log from one file in the CRI log format.
                 use std::io::Write;
                 let mut f = std::fs::OpenOptions::new()
-                    .create(true)
                     .append(true)
-                    .open(&path)
+                    .open(kwok_log())
                     .unwrap();
-                writeln!(f, "{line}").unwrap();
+                let now =
+                    sbx::shared::timestamp::format_rfc3339_utc(sbx::shared::timestamp::now_unix());
+                writeln!(f, "{now} stdout F {line}").unwrap();
+                let _ = name;
             }
         }
     }
@@ -254,14 +243,11 @@ impl Env {
     }
 }
 
-/// Where KWOK reads a Pod's log in the test environment (see `scripts/k8s-testenv`).
-fn kwok_log(namespace: &str, pod: &str) -> std::path::PathBuf {
-    let dir = std::env::var("SBX_TEST_KWOK_LOGS").expect(
-        "SBX_TEST_KWOK_LOGS is not set: run scripts/test (scripts/k8s-testenv start prints it)",
-    );
-    std::path::Path::new(&dir)
-        .join(namespace)
-        .join(format!("{pod}.log"))
+/// The file KWOK serves as every Pod's log in the test environment (`scripts/k8s-testenv`).
+fn kwok_log() -> String {
+    std::env::var("SBX_TEST_KWOK_LOG").expect(
+        "SBX_TEST_KWOK_LOG is not set: run scripts/test (the KWOK log file of scripts/k8s-testenv)",
+    )
 }
 
 /// Create, read, exec, logs, metrics, pause/resume and delete of one sandbox.

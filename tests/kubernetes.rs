@@ -642,9 +642,10 @@ async fn sandboxes_are_deployments() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|s| s["namespace"] == "sb-ns")
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["fc", "web"]);
+    assert_eq!(names, ["fc", "web"], "{body}");
 
     // Pause scales to zero, resume back to one; pausing a paused sandbox changes nothing.
     let pause = |path: &'static str| {
@@ -695,7 +696,15 @@ async fn sandboxes_are_deployments() {
         assert_eq!(status, 200, "{body}");
     }
     assert!(deployments.get_opt("web").await.unwrap().is_none());
-    assert!(pvcs.get_opt("web-root-lh").await.unwrap().is_none());
+    // The root PVC goes too (once its Pod is gone: PVC protection holds it until then).
+    let started = Instant::now();
+    while pvcs.get_opt("web-root-lh").await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "web-root-lh stays"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(get("web").await.0, 404);
     reset(&client).await;
 }

@@ -418,7 +418,14 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
     let spec = &deployment.spec;
     let status = deployment.status.as_ref();
     let wanted = spec.replicas.unwrap_or(1);
-    let ready_replicas = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    // A status the controller has not yet written for the current spec (e.g. just after a
+    // resume) says nothing about it.
+    let observed =
+        status.and_then(|s| s.observed_generation).unwrap_or(0) >= meta.generation.unwrap_or(0);
+    let ready_replicas = status
+        .filter(|_| observed)
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
     let failed = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| {

@@ -509,6 +509,8 @@ impl KubernetesPlatform {
             .get_opt(&pvc)
             .await
             .map_err(|e| kube_error(&format!("PVC {pvc}"), e))?
+            // One being deleted (held by its Pod until that goes) is as good as gone.
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .ok_or_else(|| {
                 PlatformError::NotFound(format!(
                     "the root PVC '{pvc}' of sandbox '{sandbox}' is missing in namespace \
