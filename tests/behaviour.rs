@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, call};
+use common::{Daemon, call, cluster, kubeconfig};
 use reqwest::Method as M;
 use sbx::cli::client::{ApiClient, ClientError};
 use sbx::shared::models::sandbox::{
@@ -42,23 +42,6 @@ struct Env {
     _net: Option<TestNet>,
     _cluster: Option<tokio::sync::MutexGuard<'static, ()>>,
     _config: tempfile::TempDir,
-}
-
-fn kubeconfig() -> String {
-    std::env::var("SBX_TEST_KUBECONFIG").expect(
-        "SBX_TEST_KUBECONFIG is not set: run scripts/test, or `eval \"$(scripts/k8s-testenv start)\"` \
-         and export SBX_TEST_KUBECONFIG=$KUBECONFIG",
-    )
-}
-
-async fn kube_client() -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig()).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 fn api_status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
@@ -91,7 +74,7 @@ impl Env {
             }
             Platform::Kubernetes => {
                 let guard = CLUSTER.lock().await;
-                let kube = kube_client().await;
+                let kube = cluster().await;
                 // A fresh first admin key: the daemon mints one when the cluster has none.
                 let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
                     kube::Api::namespaced(kube.clone(), "kube-system");

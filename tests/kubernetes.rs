@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Daemon, call};
+use common::{Daemon, call, cluster, kubeconfig};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, ResourceQuota, Secret,
@@ -19,23 +19,6 @@ use serde_json::{Value, json};
 
 /// The tests share one API server and its cluster-wide objects: one at a time.
 static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn kubeconfig() -> String {
-    std::env::var("SBX_TEST_KUBECONFIG").expect(
-        "SBX_TEST_KUBECONFIG is not set: run scripts/test, or `eval \"$(scripts/k8s-testenv start)\"` \
-         and export SBX_TEST_KUBECONFIG=$KUBECONFIG",
-    )
-}
-
-async fn cluster() -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig()).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 fn tenants(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(

@@ -339,3 +339,22 @@ pub async fn key(admin: &ApiClient, name: &str, role: &str, tenant: Option<&str>
         .token
         .expect("token")
 }
+
+/// The kubeconfig of the simulated cluster `scripts/test` starts (`scripts/k8s-testenv`).
+pub fn kubeconfig() -> String {
+    std::env::var("SBX_TEST_KUBECONFIG").expect(
+        "SBX_TEST_KUBECONFIG is not set: run scripts/test, or `eval \"$(scripts/k8s-testenv start)\"` \
+         and export SBX_TEST_KUBECONFIG=$KUBECONFIG",
+    )
+}
+
+/// A kube-rs client of that cluster (as its admin), to check what the daemon wrote.
+pub async fn cluster() -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig()).expect("read the kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("kubeconfig");
+    kube::Client::try_from(config).expect("kube client")
+}

@@ -106,6 +106,16 @@ fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 409)
 }
 
+/// The label selector of everything sbx made (`app.kubernetes.io/managed-by=sbx`).
+fn managed_selector() -> String {
+    format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL)
+}
+
+/// A list of what sbx made.
+fn managed() -> ListParams {
+    ListParams::default().labels(&managed_selector())
+}
+
 fn missing(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 404)
 }
@@ -191,7 +201,7 @@ impl KubernetesPlatform {
             std::process::id(),
             hex::encode(nonce)
         );
-        let managed = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
+        let managed = managed_selector();
         Ok(KubernetesPlatform {
             leader: lease::Leader::start(client.clone(), identity.clone()),
             deployment_cache: cache::Cache::start(
@@ -238,10 +248,9 @@ impl KubernetesPlatform {
 
     /// The sandbox Deployments of a namespace as the API server lists them.
     async fn list_deployments(&self, namespace: Option<&str>) -> PlatformResult<Vec<Deployment>> {
-        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
         let list = self
             .deployments(namespace)
-            .list(&ListParams::default().labels(&selector))
+            .list(&managed())
             .await
             .map_err(|e| kube_error("list sandboxes", e))?
             .items;
@@ -265,8 +274,7 @@ impl KubernetesPlatform {
                     Some(ns) => Api::namespaced(self.client.clone(), ns),
                     None => Api::all(self.client.clone()),
                 };
-                let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
-                api.list(&ListParams::default().labels(&selector))
+                api.list(&managed())
                     .await
                     .map_err(|e| kube_error("list sandbox pods", e))?
                     .items

@@ -12,7 +12,8 @@ use kube::api::{Api, AttachParams, DynamicObject, ListParams, LogParams, ObjectM
 use super::sandboxes::{self, CONTAINER, SandboxTemplate};
 use super::snapshots;
 use super::{
-    FIELD_MANAGER, KQL_BACKEND, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, missing,
+    FIELD_MANAGER, KQL_BACKEND, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed,
+    missing,
 };
 use crate::daemon::platform::{Platform, PlatformError, PlatformResult, RestorePlan};
 use crate::shared::models::sandbox::{ExecResponse, SandboxMetrics, SandboxStatus};
@@ -454,8 +455,7 @@ impl KubernetesPlatform {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
         };
-        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
-        let items = match api.list(&ListParams::default().labels(&selector)).await {
+        let items = match api.list(&managed()).await {
             Ok(list) => list.items,
             Err(kube::Error::Api(status)) if [404, 503].contains(&status.code) => {
                 return Err(PlatformError::Unavailable(format!(
@@ -829,10 +829,9 @@ impl KubernetesPlatform {
         sandbox: Option<&str>,
         kind: Option<SnapshotKind>,
     ) -> PlatformResult<Vec<Snapshot>> {
-        let selector = format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL);
         let items = self
             .volume_snapshots(namespace)
-            .list(&ListParams::default().labels(&selector))
+            .list(&managed())
             .await
             .map_err(|e| kube_error("list snapshots", e))?
             .items;
