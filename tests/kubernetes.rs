@@ -1188,3 +1188,88 @@ async fn snapshots_are_volume_snapshots() {
     drop_namespace(&client, "vs-ns").await;
     reset(&client).await;
 }
+
+/// Two replicas against one cluster: a tenant's quota holds across them (the per-tenant quota
+/// Lease), and a tenant's network limits become the bandwidth annotations of its Pods.
+#[tokio::test]
+async fn quotas_hold_across_replicas() {
+    use reqwest::Method as M;
+    let _one = CLUSTER.lock().await;
+    let client = cluster().await;
+    reset(&client).await;
+    drop_namespace(&client, "q-ns").await;
+    let first = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(
+            json!({"name": "quota", "spec": {"namespaces": ["q-ns"], "quotas": {"sandboxes": 5},
+            "limits": {"network": {"egressBps": "100M", "ingressBps": "200M"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The second replica reads the keys and tenants from the cluster at start.
+    let second = start();
+    let replicas = [&first, &second];
+    let creates = (0..20).map(|i| {
+        let (daemon, admin) = (replicas[i % 2], admin.clone());
+        async move {
+            call(
+                daemon,
+                &admin,
+                M::POST,
+                "/api/v1/sandboxes",
+                Some(
+                    json!({"name": format!("q{i}"), "namespace": "q-ns", "image": "busybox",
+                            "backend": "kata-firecracker-devmapper"}),
+                ),
+            )
+            .await
+        }
+    });
+    let outcomes = futures_util::future::join_all(creates).await;
+    let made = outcomes.iter().filter(|(s, _)| *s == 201).count();
+    let refused = outcomes
+        .iter()
+        .filter(|(s, b)| *s == 403 && b["error"]["code"] == "QuotaExceeded")
+        .count();
+    assert_eq!((made, refused), (5, 15), "{outcomes:?}");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "q-ns");
+    assert_eq!(
+        deployments
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        5
+    );
+    // The quota Lease is free again.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let lease = leases.get("sbx-quota-quota").await.unwrap();
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_none_or(|h| h.is_empty()),
+        "the quota Lease is still held"
+    );
+    // Network limits: the bandwidth annotations on the Pod template.
+    let made = outcomes
+        .iter()
+        .position(|(s, _)| *s == 201)
+        .map(|i| format!("q{i}"))
+        .unwrap();
+    let template = deployments.get(&made).await.unwrap().spec.template;
+    let annotations = template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(annotations["kubernetes.io/egress-bandwidth"], "100M");
+    assert_eq!(annotations["kubernetes.io/ingress-bandwidth"], "200M");
+    drop((first, second));
+    drop_namespace(&client, "q-ns").await;
+    reset(&client).await;
+}

@@ -225,19 +225,27 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The sandbox Deployments of a namespace (all when `None`), by namespace then name.
+    /// The sandbox Deployments of a namespace (all when `None`), by namespace then name;
+    /// shared with the watch cache (no copies of 1,000 objects for a list).
     async fn sandbox_deployments(
         &self,
         namespace: Option<&str>,
-    ) -> PlatformResult<Vec<Deployment>> {
-        let mut list = match self.deployment_cache.store() {
+    ) -> PlatformResult<Vec<Arc<Deployment>>> {
+        let mut list: Vec<Arc<Deployment>> = match self.deployment_cache.store() {
             Some(store) => store
                 .state()
-                .iter()
+                .into_iter()
                 .filter(|d| namespace.is_none_or(|ns| d.metadata.namespace.as_deref() == Some(ns)))
-                .map(|d| Deployment::clone(d))
                 .collect(),
-            None => self.list_deployments(namespace).await?,
+            None => self
+                .deployments(namespace)
+                .list(&managed())
+                .await
+                .map_err(|e| kube_error("list sandboxes", e))?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
         };
         list.sort_by(|a, b| {
             (&a.metadata.namespace, &a.metadata.name)
@@ -246,49 +254,46 @@ impl KubernetesPlatform {
         Ok(list)
     }
 
-    /// The sandbox Deployments of a namespace as the API server lists them.
-    async fn list_deployments(&self, namespace: Option<&str>) -> PlatformResult<Vec<Deployment>> {
-        let list = self
-            .deployments(namespace)
-            .list(&managed())
-            .await
-            .map_err(|e| kube_error("list sandboxes", e))?
-            .items;
-        Ok(list)
-    }
-
-    /// The sandboxes' Pods of a namespace (all when `None`), by (namespace, sandbox).
+    /// The sandboxes' Pods of a namespace (all when `None`; of one sandbox with `sandbox`),
+    /// by (namespace, sandbox).
     async fn sandbox_pods(
         &self,
         namespace: Option<&str>,
-    ) -> PlatformResult<BTreeMap<(String, String), Vec<Pod>>> {
-        let pods: Vec<Pod> = match self.pod_cache.store() {
-            Some(store) => store
-                .state()
-                .iter()
-                .filter(|p| namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns)))
-                .map(|p| Pod::clone(p))
-                .collect(),
+        sandbox: Option<&str>,
+    ) -> PlatformResult<HashMap<(String, String), Vec<Arc<Pod>>>> {
+        let label = |p: &Pod| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(sandboxes::SANDBOX_LABEL))
+                .cloned()
+        };
+        let pods: Vec<Arc<Pod>> = match self.pod_cache.store() {
+            Some(store) => store.state_filter(|p| {
+                namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns))
+                    && sandbox.is_none_or(|s| label(p).as_deref() == Some(s))
+            }),
             None => {
                 let api: Api<Pod> = match namespace {
                     Some(ns) => Api::namespaced(self.client.clone(), ns),
                     None => Api::all(self.client.clone()),
                 };
-                api.list(&managed())
+                let selector = match sandbox {
+                    Some(s) => format!("{},{}={s}", managed_selector(), sandboxes::SANDBOX_LABEL),
+                    None => managed_selector(),
+                };
+                api.list(&ListParams::default().labels(&selector))
                     .await
                     .map_err(|e| kube_error("list sandbox pods", e))?
                     .items
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect()
             }
         };
-        let mut by_sandbox: BTreeMap<(String, String), Vec<Pod>> = BTreeMap::new();
+        let mut by_sandbox: HashMap<(String, String), Vec<Arc<Pod>>> = HashMap::new();
         for pod in pods {
-            let sandbox = pod
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(sandboxes::SANDBOX_LABEL))
-                .cloned();
-            if let (Some(ns), Some(sandbox)) = (pod.metadata.namespace.clone(), sandbox) {
+            if let (Some(ns), Some(sandbox)) = (pod.metadata.namespace.clone(), label(&pod)) {
                 by_sandbox.entry((ns, sandbox)).or_default().push(pod);
             }
         }
@@ -299,9 +304,14 @@ impl KubernetesPlatform {
     async fn records(
         &self,
         namespace: Option<&str>,
-        deployments: &[Deployment],
+        deployments: &[Arc<Deployment>],
     ) -> PlatformResult<Vec<Sandbox>> {
-        let pods = self.sandbox_pods(namespace).await?;
+        // One sandbox: its own Pods only.
+        let only = match deployments {
+            [one] => one.metadata.name.as_deref(),
+            _ => None,
+        };
+        let pods = self.sandbox_pods(namespace, only).await?;
         let now = crate::shared::timestamp::now_unix();
         Ok(deployments
             .iter()
@@ -312,7 +322,7 @@ impl KubernetesPlatform {
                 );
                 let own: Vec<&Pod> = pods
                     .get(&key)
-                    .map(|p| p.iter().collect())
+                    .map(|p| p.iter().map(|p| p.as_ref()).collect())
                     .unwrap_or_default();
                 sandboxes::sandbox(d, &sandboxes::pod_view(&own), now)
             })
@@ -890,9 +900,7 @@ impl Platform for KubernetesPlatform {
 
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
         let d = self.sandbox_deployment(namespace, name).await?;
-        let mut records = self
-            .records(Some(namespace), std::slice::from_ref(&d))
-            .await?;
+        let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
         records
             .pop()
             .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))
