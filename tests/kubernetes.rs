@@ -692,22 +692,58 @@ async fn sandboxes_are_deployments() {
     reset(&client).await;
 }
 
+/// A whole test cluster of one test's own (`scripts/k8s-testenv start --dir`), stopped on drop
+/// with an API server the test started itself.
+struct OwnCluster {
+    _dir: tempfile::TempDir,
+    state: std::path::PathBuf,
+    returned: Option<std::process::Child>,
+}
+
+const TESTENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/k8s-testenv");
+
+impl OwnCluster {
+    fn start() -> OwnCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("k8s");
+        let own = OwnCluster {
+            _dir: dir,
+            state,
+            returned: None,
+        };
+        let out = std::process::Command::new(TESTENV)
+            .args(["start", "--dir"])
+            .arg(&own.state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        own
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.returned.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::process::Command::new(TESTENV)
+            .args(["stop", "--dir"])
+            .arg(&self.state)
+            .output();
+    }
+}
+
 #[tokio::test]
 async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
-    // An API server of this test's own (its own --dir), stopped under a running daemon.
-    let dir = tempfile::tempdir().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/k8s-testenv");
-    let state = dir.path().join("k8s");
-    let out = std::process::Command::new(script)
-        .args(["start", "--dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // A cluster of this test's own (its own --dir), its API server stopped under a running
+    // daemon; stopped when the test ends, whether it passes or not.
+    let mut own = OwnCluster::start();
+    let state = own.state.clone();
     let kubeconfig = state.join("kubeconfig");
     let daemon = Daemon::start_with_env(
         &["--platform", "kubernetes"],
@@ -801,13 +837,15 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
     );
     // It comes back (the same program and flags: same port, certificates and etcd), and so
     // does the daemon, without a restart.
-    let returned = std::process::Command::new(&apiserver[0])
-        .args(&apiserver[1..])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    own.returned = Some(
+        std::process::Command::new(&apiserver[0])
+            .args(&apiserver[1..])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let started = Instant::now();
     let recovered = loop {
         let (status, body) = call(
@@ -824,18 +862,6 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert_eq!(recovered.0, 200, "{}", recovered.1);
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(returned.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let mut returned = returned;
-    let _ = returned.wait();
-    let stopped = std::process::Command::new(script)
-        .args(["stop", "--dir"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(stopped.status.success());
 }
 
 #[test]
