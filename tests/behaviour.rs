@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, call, cluster, kubeconfig};
+use common::{Daemon, bootstrap_token, call, cluster};
 use reqwest::Method as M;
 use sbx::cli::client::{ApiClient, ClientError};
 use sbx::shared::models::sandbox::{
@@ -41,7 +41,6 @@ struct Env {
     image: String,
     _net: Option<TestNet>,
     _cluster: Option<tokio::sync::MutexGuard<'static, ()>>,
-    _config: tempfile::TempDir,
 }
 
 fn api_status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
@@ -53,7 +52,6 @@ fn api_status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
 
 impl Env {
     async fn new(platform: Platform, scenario: &str) -> Env {
-        let config = tempfile::tempdir().unwrap();
         let suffix = format!("{}-{}", std::process::id() % 100_000, scenario);
         match platform {
             Platform::Local => {
@@ -69,7 +67,6 @@ impl Env {
                     image: sbxd::busybox(),
                     _net: Some(net),
                     _cluster: None,
-                    _config: config,
                 }
             }
             Platform::Kubernetes => {
@@ -81,22 +78,8 @@ impl Env {
                 for name in ["sbx-api-keys", "sbx-bootstrap-admin"] {
                     let _ = secrets.delete(name, &Default::default()).await;
                 }
-                let path = config.path().join("sbx.toml");
-                std::fs::write(&path, "[kubernetes]\nforkTimeout = \"20s\"\n").unwrap();
-                let daemon = Daemon::start_with_env(
-                    &[
-                        "--platform",
-                        "kubernetes",
-                        "--config",
-                        path.to_str().unwrap(),
-                    ],
-                    &[("KUBECONFIG", kubeconfig().as_str())],
-                );
-                let secret = secrets.get("sbx-bootstrap-admin").await.unwrap();
-                let token = String::from_utf8(secret.data.unwrap()["token"].0.clone())
-                    .unwrap()
-                    .trim()
-                    .to_string();
+                let daemon = Daemon::start_on_kubernetes("[kubernetes]\nforkTimeout = \"20s\"\n");
+                let token = bootstrap_token(&kube).await;
                 Env {
                     platform,
                     client: daemon.client(&token),
@@ -106,7 +89,6 @@ impl Env {
                     image: "busybox:1.36".into(),
                     _net: None,
                     _cluster: Some(guard),
-                    _config: config,
                 }
             }
         }

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Daemon, call, cluster, kubeconfig};
+use common::{Daemon, bootstrap_token, call, cluster};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, PodSpec, ResourceQuota, Secret,
@@ -78,20 +78,8 @@ async fn drop_namespace(client: &kube::Client, name: &str) {
     }
 }
 
-async fn bootstrap_token(client: &kube::Client) -> String {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
-    let secret = secrets.get("sbx-bootstrap-admin").await.unwrap();
-    String::from_utf8(secret.data.unwrap()["token"].0.clone())
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
 fn start() -> Daemon {
-    Daemon::start_with_env(
-        &["--platform", "kubernetes"],
-        &[("KUBECONFIG", kubeconfig().as_str())],
-    )
+    Daemon::start_on_kubernetes("")
 }
 
 #[tokio::test]
@@ -927,18 +915,7 @@ async fn snapshots_are_volume_snapshots() {
     let client = cluster().await;
     reset(&client).await;
     drop_namespace(&client, "vs-ns").await;
-    let config = tempfile::tempdir().unwrap();
-    let path = config.path().join("sbx.toml");
-    std::fs::write(&path, "[kubernetes]\nforkTimeout = \"4s\"\n").unwrap();
-    let daemon = Daemon::start_with_env(
-        &[
-            "--platform",
-            "kubernetes",
-            "--config",
-            path.to_str().unwrap(),
-        ],
-        &[("KUBECONFIG", kubeconfig().as_str())],
-    );
+    let daemon = Daemon::start_on_kubernetes("[kubernetes]\nforkTimeout = \"4s\"\n");
     let admin = bootstrap_token(&client).await;
     let post = |path: String, body: Value| {
         let (daemon, admin) = (&daemon, admin.clone());

@@ -45,6 +45,22 @@ impl Daemon {
         Daemon::spawn_env(tmp, data_dir, args, env)
     }
 
+    /// Starts `sbx serve --platform kubernetes` against the test cluster with this config
+    /// file text (e.g. a `[kubernetes]` section).
+    pub fn start_on_kubernetes(config: &str) -> Daemon {
+        let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
+        let path = tmp.path().join("sbx.toml");
+        std::fs::write(&path, config).expect("write the config");
+        let data_dir = tmp.path().join("data");
+        let path = path.to_str().expect("utf-8 path").to_string();
+        Daemon::spawn_env(
+            tmp,
+            data_dir,
+            &["--platform", "kubernetes", "--config", &path],
+            &[("KUBECONFIG", kubeconfig().as_str())],
+        )
+    }
+
     /// Starts a daemon with a fresh data dir and extra `serve` arguments.
     pub fn start_with(args: &[&str]) -> Daemon {
         let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
@@ -357,4 +373,18 @@ pub async fn cluster() -> kube::Client {
     .await
     .expect("kubeconfig");
     kube::Client::try_from(config).expect("kube client")
+}
+
+/// The first admin token a daemon on the test cluster stored in `kube-system`.
+pub async fn bootstrap_token(client: &kube::Client) -> String {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), "kube-system");
+    let secret = secrets
+        .get("sbx-bootstrap-admin")
+        .await
+        .expect("the bootstrap Secret");
+    String::from_utf8(secret.data.expect("data")["token"].0.clone())
+        .expect("utf-8 token")
+        .trim()
+        .to_string()
 }
