@@ -28,6 +28,14 @@ const POD_GONE_WAIT: Duration = Duration::from_secs(60);
 /// How often a fork reports the clone PVC's progress in the log.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
+/// Every create and replace names sbx as the field manager (as the server-side applies do).
+fn writer() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
 /// Where a launched sandbox's root PVC comes from.
 pub enum Root<'a> {
     /// A new, empty volume (kql) or none (kfd).
@@ -81,7 +89,7 @@ impl KubernetesPlatform {
             },
             ..Default::default()
         };
-        match namespaces.create(&PostParams::default(), &ns).await {
+        match namespaces.create(&writer(), &ns).await {
             Ok(_) => Ok(None),
             Err(e) if conflict(&e) => Ok(None),
             Err(e) => Err(kube_error(&what, e)),
@@ -135,13 +143,9 @@ impl KubernetesPlatform {
         );
         let object: Deployment = serde_json::from_value(body)
             .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
-        let post = PostParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
         let created = self
             .deployments(Some(namespace))
-            .create(&post, &object)
+            .create(&writer(), &object)
             .await
             .map_err(|e| match kube_error(&format!("sandbox {name}"), e) {
                 PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
@@ -212,7 +216,7 @@ impl KubernetesPlatform {
         ))
         .map_err(|e| PlatformError::Store(format!("root PVC: {e}")))?;
         self.pvcs(namespace)
-            .create(&PostParams::default(), &object)
+            .create(&writer(), &object)
             .await
             .map(drop)
             .map_err(|e| kube_error(&format!("PVC {}", sandboxes::root_pvc(sandbox)), e))
@@ -254,10 +258,10 @@ impl KubernetesPlatform {
             data: source.data,
             ..Default::default()
         };
-        match api.create(&PostParams::default(), &copy).await {
+        match api.create(&writer(), &copy).await {
             Ok(_) => Ok(()),
             Err(e) if conflict(&e) => api
-                .replace(to, &PostParams::default(), &copy)
+                .replace(to, &writer(), &copy)
                 .await
                 .map(drop)
                 .map_err(|e| kube_error(&format!("Secret {to}"), e)),
@@ -533,7 +537,7 @@ impl KubernetesPlatform {
         let object: DynamicObject = serde_json::from_value(body)
             .map_err(|e| PlatformError::Store(format!("VolumeSnapshot: {e}")))?;
         self.volume_snapshots(Some(namespace))
-            .create(&PostParams::default(), &object)
+            .create(&writer(), &object)
             .await
             .map_err(|e| match kube_error(&format!("snapshot {name}"), e) {
                 PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
