@@ -174,7 +174,6 @@ impl Env {
                 let now =
                     sbx::shared::timestamp::format_rfc3339_utc(sbx::shared::timestamp::now_unix());
                 writeln!(f, "{now} stdout F {line}").unwrap();
-                let _ = name;
             }
         }
     }

@@ -116,6 +116,15 @@ fn managed() -> ListParams {
     ListParams::default().labels(&managed_selector())
 }
 
+/// The sandbox a Pod belongs to (its `sbx.io/sandbox` label).
+fn sandbox_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(sandboxes::SANDBOX_LABEL)
+        .map(String::as_str)
+}
+
 fn missing(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 404)
 }
@@ -261,17 +270,10 @@ impl KubernetesPlatform {
         namespace: Option<&str>,
         sandbox: Option<&str>,
     ) -> PlatformResult<HashMap<(String, String), Vec<Arc<Pod>>>> {
-        let label = |p: &Pod| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(sandboxes::SANDBOX_LABEL))
-                .cloned()
-        };
         let pods: Vec<Arc<Pod>> = match self.pod_cache.store() {
             Some(store) => store.state_filter(|p| {
                 namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns))
-                    && sandbox.is_none_or(|s| label(p).as_deref() == Some(s))
+                    && sandbox.is_none_or(|s| sandbox_of(p) == Some(s))
             }),
             None => {
                 let api: Api<Pod> = match namespace {
@@ -293,7 +295,8 @@ impl KubernetesPlatform {
         };
         let mut by_sandbox: HashMap<(String, String), Vec<Arc<Pod>>> = HashMap::new();
         for pod in pods {
-            if let (Some(ns), Some(sandbox)) = (pod.metadata.namespace.clone(), label(&pod)) {
+            if let (Some(ns), Some(sandbox)) = (pod.metadata.namespace.clone(), sandbox_of(&pod)) {
+                let sandbox = sandbox.to_string();
                 by_sandbox.entry((ns, sandbox)).or_default().push(pod);
             }
         }

@@ -46,17 +46,6 @@ pub fn resource() -> ApiResource {
     }
 }
 
-/// The metrics.k8s.io PodMetrics resource.
-pub fn pod_metrics_resource() -> ApiResource {
-    ApiResource {
-        group: "metrics.k8s.io".into(),
-        version: "v1beta1".into(),
-        api_version: "metrics.k8s.io/v1beta1".into(),
-        kind: "PodMetrics".into(),
-        plural: "pods".into(),
-    }
-}
-
 /// Name of the Secret keeping a snapshot's copy of its sandbox's env file (a dot: no sandbox
 /// name can make it).
 pub fn env_secret(snapshot: &str) -> String {
@@ -171,12 +160,7 @@ pub fn template(annotations: &BTreeMap<String, String>) -> Result<SandboxTemplat
         before_script: get(SOURCE_BEFORE_SCRIPT).cloned(),
         entrypoint: list(SOURCE_ENTRYPOINT)?,
         cmd: list(SOURCE_CMD)?,
-        egress: annotations
-            .get(SOURCE_EGRESS)
-            .map(|v| {
-                serde_json::from_str(v).map_err(|e| format!("annotation {SOURCE_EGRESS}: {e}"))
-            })
-            .transpose()?,
+        egress: list(SOURCE_EGRESS)?,
         uid,
         gid,
         additional_gids: get(SOURCE_FS_GROUPS)

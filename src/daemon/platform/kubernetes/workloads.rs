@@ -2,12 +2,13 @@
 //! root PVC, env Secret, egress NetworkPolicy) and taking it apart, exec and logs through the
 //! API server, metrics from `metrics.k8s.io`, and its snapshots (VolumeSnapshots of the root
 //! PVC), forks and restores.
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, AttachParams, DynamicObject, ListParams, LogParams, ObjectMeta, PostParams};
+use kube::api::{Api, ApiResource, AttachParams, DynamicObject, LogParams, ObjectMeta, PostParams};
 
 use super::sandboxes::{self, CONTAINER, SandboxTemplate};
 use super::snapshots;
@@ -314,15 +315,14 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The sandbox's Pods, newest first.
-    async fn pods_of(&self, namespace: &str, name: &str) -> PlatformResult<Vec<Pod>> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let selector = format!("{}={name}", sandboxes::SANDBOX_LABEL);
-        let mut pods = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| kube_error(&format!("pods of sandbox {name}"), e))?
-            .items;
+    /// The sandbox's Pods (from the watch cache when in step), newest first.
+    async fn pods_of(&self, namespace: &str, name: &str) -> PlatformResult<Vec<Arc<Pod>>> {
+        let mut pods = self
+            .sandbox_pods(Some(namespace), Some(name))
+            .await?
+            .into_values()
+            .flatten()
+            .collect::<Vec<_>>();
         pods.sort_by(|a, b| {
             b.metadata
                 .creation_timestamp
@@ -454,7 +454,13 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<SandboxMetrics>> {
-        let resource = snapshots::pod_metrics_resource();
+        let resource = ApiResource {
+            group: "metrics.k8s.io".into(),
+            version: "v1beta1".into(),
+            api_version: "metrics.k8s.io/v1beta1".into(),
+            kind: "PodMetrics".into(),
+            plural: "pods".into(),
+        };
         let api: Api<DynamicObject> = match namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
@@ -491,14 +497,14 @@ impl KubernetesPlatform {
         Ok(out)
     }
 
-    /// A sandbox's Deployment and template, with its root PVC checked to exist: what
-    /// snapshots and forks start from. 400 on a backend without a root volume.
+    /// A sandbox's template and root PVC (404 when missing): what snapshots and forks start
+    /// from. 400 on a backend without a root volume.
     async fn snapshot_source(
         &self,
         namespace: &str,
         sandbox: &str,
         what: &str,
-    ) -> PlatformResult<SandboxTemplate> {
+    ) -> PlatformResult<(SandboxTemplate, PersistentVolumeClaim)> {
         let deployment = self.sandbox_deployment(namespace, sandbox).await?;
         let template = SandboxTemplate::recorded(&deployment).map_err(PlatformError::Store)?;
         if !template.has_root_volume() {
@@ -509,7 +515,8 @@ impl KubernetesPlatform {
             )));
         }
         let pvc = sandboxes::root_pvc(sandbox);
-        self.pvcs(namespace)
+        let found = self
+            .pvcs(namespace)
             .get_opt(&pvc)
             .await
             .map_err(|e| kube_error(&format!("PVC {pvc}"), e))?
@@ -521,7 +528,24 @@ impl KubernetesPlatform {
                      '{namespace}'"
                 ))
             })?;
-        Ok(template)
+        Ok((template, found))
+    }
+
+    /// 409 when a root PVC for a new sandbox of this name is left over.
+    async fn root_pvc_free(&self, namespace: &str, sandbox: &str) -> PlatformResult<()> {
+        let pvc = sandboxes::root_pvc(sandbox);
+        let taken = self
+            .pvcs(namespace)
+            .get_opt(&pvc)
+            .await
+            .map_err(|e| kube_error(&format!("PVC {pvc}"), e))?
+            .is_some();
+        if taken {
+            return Err(PlatformError::AlreadyExists(format!(
+                "a root PVC '{pvc}' already exists in namespace '{namespace}'"
+            )));
+        }
+        Ok(())
     }
 
     /// Creates the VolumeSnapshot (and its copy of the env Secret); 409 when the name is taken.
@@ -600,7 +624,7 @@ impl KubernetesPlatform {
         name: &str,
         kind: SnapshotKind,
     ) -> PlatformResult<()> {
-        let template = self
+        let (template, _) = self
             .snapshot_source(namespace, sandbox, "a snapshot")
             .await?;
         self.create_snapshot(namespace, name, sandbox, kind, &template)
@@ -622,7 +646,7 @@ impl KubernetesPlatform {
                 record.status
             )));
         }
-        let template = self
+        let (template, _) = self
             .snapshot_source(namespace, sandbox, "pause with a snapshot")
             .await?;
         if self
@@ -668,7 +692,7 @@ impl KubernetesPlatform {
         new_name: &str,
         snapshot: Option<&str>,
     ) -> PlatformResult<()> {
-        let template = self.snapshot_source(namespace, source, "fork").await?;
+        let (template, source_pvc) = self.snapshot_source(namespace, source, "fork").await?;
         let taken = || {
             PlatformError::AlreadyExists(format!(
                 "sandbox '{new_name}' already exists in namespace '{namespace}'"
@@ -683,23 +707,8 @@ impl KubernetesPlatform {
         {
             return Err(taken());
         }
+        self.root_pvc_free(namespace, new_name).await?;
         let new_pvc = sandboxes::root_pvc(new_name);
-        let source_pvc = self
-            .pvcs(namespace)
-            .get(&sandboxes::root_pvc(source))
-            .await
-            .map_err(|e| kube_error(&format!("PVC of {source}"), e))?;
-        if self
-            .pvcs(namespace)
-            .get_opt(&new_pvc)
-            .await
-            .map_err(|e| kube_error(&format!("PVC {new_pvc}"), e))?
-            .is_some()
-        {
-            return Err(PlatformError::AlreadyExists(format!(
-                "a root PVC '{new_pvc}' already exists in namespace '{namespace}'"
-            )));
-        }
         let (snapshot, kind) = match snapshot {
             Some(name) => (name.to_string(), SnapshotKind::Named),
             None => (
@@ -923,18 +932,7 @@ impl KubernetesPlatform {
         } else {
             Env::None
         };
-        if self
-            .pvcs(namespace)
-            .get_opt(&sandboxes::root_pvc(&plan.new_name))
-            .await
-            .map_err(|e| kube_error("root PVC", e))?
-            .is_some()
-        {
-            return Err(PlatformError::AlreadyExists(format!(
-                "a root PVC '{}' already exists in namespace '{namespace}'",
-                sandboxes::root_pvc(&plan.new_name)
-            )));
-        }
+        self.root_pvc_free(namespace, &plan.new_name).await?;
         self.launch(
             namespace,
             &plan.new_name,
