@@ -98,6 +98,11 @@ pub async fn prepare(config: Config) -> Result<AppState, ServeError> {
 
 /// Runs the daemon until SIGTERM or SIGINT, then drains in-flight requests.
 pub async fn serve(config: Config) -> Result<(), ServeError> {
+    // Sandboxes run as their own (unprivileged) root and read some of what the daemon writes
+    // for them: bundles, layers, CRIU images. Like dockerd, the daemon fixes its umask so an
+    // inherited one (0077 from a service manager, a CI runner) cannot break them; secrets
+    // and private dirs get explicit modes where they are made.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let addr = config.listen;
     let state = prepare(config).await?;
     let listener = TcpListener::bind(addr)

@@ -5,6 +5,7 @@
 pub mod sbxd;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -84,7 +85,17 @@ impl Daemon {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Daemon {
-        let mut child = Command::new(sbx_bin())
+        let mut command = Command::new(sbx_bin());
+        // Every test daemon inherits umask 0077, as from a hardened service manager or a CI
+        // runner: sandboxes must work whatever umask the daemon was started with.
+        // SAFETY: umask(2) is async-signal-safe and touches no memory.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+                Ok(())
+            });
+        }
+        let mut child = command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
