@@ -1284,3 +1284,115 @@ async fn quotas_hold_across_replicas() {
     drop_namespace(&client, "q-ns").await;
     reset(&client).await;
 }
+
+/// Reads come from each replica's watch caches (sandbox Deployments, their Pods, sandbox
+/// VolumeSnapshots): what one replica writes shows on the other, what is deleted behind sbx's
+/// back goes from both, and a VolumeSnapshot that is not sbx's is never listed.
+#[tokio::test]
+async fn every_replica_reads_what_the_cluster_holds() {
+    use reqwest::Method as M;
+    let _one = CLUSTER.lock().await;
+    let client = cluster().await;
+    reset(&client).await;
+    drop_namespace(&client, "rd-ns").await;
+    let first = start();
+    let admin = bootstrap_token(&client).await;
+    let second = start();
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(json!({"name": "w", "namespace": "rd-ns", "image": "busybox:1.36"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let snapshots = volume_snapshots(&client, "rd-ns");
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": "foreign", "namespace": "rd-ns"},
+        "spec": {"volumeSnapshotClassName": "longhorn",
+                 "source": {"persistentVolumeClaimName": "w-root-lh"}}}))
+    .unwrap();
+    snapshots
+        .create(&Default::default(), &foreign)
+        .await
+        .unwrap();
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes/w/snapshot",
+        Some(json!({"snapshot_name": "s", "namespace": "rd-ns"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The writer reads its own writes at once; the other replica once its watch shows them.
+    let status_of = |daemon, path| get_status(daemon, &admin, path);
+    for path in [
+        "/api/v1/sandboxes/w?namespace=rd-ns",
+        "/api/v1/snapshots/s?namespace=rd-ns",
+    ] {
+        assert_eq!(status_of(&first, path).await, 200, "{path} on the writer");
+        eventually(|| status_of(&second, path), 200, path).await;
+    }
+    for daemon in [&first, &second] {
+        let (status, body) = call(
+            daemon,
+            &admin,
+            M::GET,
+            "/api/v1/snapshots?namespace=rd-ns",
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let names: Vec<&str> = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["s"], "the foreign VolumeSnapshot is not sbx's");
+    }
+    // Deleted behind sbx's back: gone from both replicas.
+    snapshots.delete("s", &Default::default()).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "rd-ns");
+    deployments.delete("w", &Default::default()).await.unwrap();
+    for daemon in [&first, &second] {
+        for path in [
+            "/api/v1/sandboxes/w?namespace=rd-ns",
+            "/api/v1/snapshots/s?namespace=rd-ns",
+        ] {
+            eventually(|| status_of(daemon, path), 404, path).await;
+        }
+    }
+    drop((first, second));
+    drop_namespace(&client, "rd-ns").await;
+    reset(&client).await;
+}
+
+async fn get_status(daemon: &Daemon, token: &str, path: &str) -> u16 {
+    call(daemon, token, reqwest::Method::GET, path, None)
+        .await
+        .0
+}
+
+/// Polls `status` until it answers `want` (at most 10 s).
+async fn eventually<F, Fut>(status: F, want: u16, what: &str)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u16>,
+{
+    let started = Instant::now();
+    loop {
+        let got = status().await;
+        if got == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what}: {got}, not {want}, after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

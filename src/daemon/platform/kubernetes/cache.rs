@@ -1,5 +1,5 @@
-//! Watch caches for reads: a watcher per resource (sandbox Deployments and their Pods, by
-//! the `managed-by=sbx` label) keeps a reflector store that lists and gets read instead of
+//! Watch caches for reads: a watcher per resource (sandbox Deployments, their Pods and the
+//! VolumeSnapshots of sandboxes, by the `managed-by=sbx` label) keeps a reflector store that lists and gets read instead of
 //! the API server. A cache answers only while it is in step: after its first full list and
 //! as long as the watch reports no error; otherwise the caller reads the API server (and so
 //! answers 503 while that is unreachable). Writes of this replica wait (briefly) until the
@@ -25,6 +25,7 @@ where
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     store: Store<K>,
+    dyntype: K::DynamicType,
     in_step: Arc<AtomicBool>,
     version: tokio::sync::watch::Receiver<u64>,
     task: tokio::task::JoinHandle<()>,
@@ -35,9 +36,27 @@ where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone + Default + Send + Sync,
 {
-    /// Starts watching `api` for objects with `labels`.
+    /// Starts watching `api` for objects with `labels` (a resource of a compiled-in type).
     pub fn start(api: Api<K>, labels: &str, what: &'static str) -> Cache<K> {
-        let (store, mut writer) = reflector::store::<K>();
+        Cache::start_with(api, labels, what, Default::default())
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Send + Sync,
+{
+    /// Starts watching `api` for objects with `labels`, of the resource `dyntype` describes
+    /// (for dynamic objects such as VolumeSnapshots).
+    pub fn start_with(
+        api: Api<K>,
+        labels: &str,
+        what: &'static str,
+        dyntype: K::DynamicType,
+    ) -> Cache<K> {
+        let mut writer = reflector::store::Writer::<K>::new(dyntype.clone());
+        let store = writer.as_reader();
         let in_step = Arc::new(AtomicBool::new(false));
         let (bump, version) = tokio::sync::watch::channel(0u64);
         let flag = in_step.clone();
@@ -73,6 +92,7 @@ where
         });
         Cache {
             store,
+            dyntype,
             in_step,
             version,
             task,
@@ -82,6 +102,25 @@ where
     /// The store, when it is in step with the API server.
     pub fn store(&self) -> Option<&Store<K>> {
         self.in_step.load(Ordering::SeqCst).then_some(&self.store)
+    }
+
+    /// The key of the object `namespace/name` in the store.
+    pub fn key(&self, namespace: &str, name: &str) -> reflector::ObjectRef<K> {
+        reflector::ObjectRef::new_with(name, self.dyntype.clone()).within(namespace)
+    }
+
+    /// The object `namespace/name`: `Some(found)` from the store when it is in step, `None`
+    /// when the caller must read the API server.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Option<Arc<K>>> {
+        self.store()
+            .map(|store| store.get(&self.key(namespace, name)))
+    }
+
+    /// Waits until the store shows a write of this replica: the object `namespace/name` with
+    /// a resourceVersion at least `version`, or (`None`) gone.
+    pub async fn settled(&self, namespace: &str, name: &str, version: Option<&str>) {
+        let key = self.key(namespace, name);
+        self.settle(|store| shows(store, &key, version)).await
     }
 
     /// A number that changes with every event the cache applied (`None` when not in step).
@@ -122,16 +161,14 @@ where
     }
 }
 
-/// Whether the store holds the object `namespace/name` with a resourceVersion at least
-/// `version` (etcd revisions, compared as numbers), or — with `version` `None` — does not
-/// hold it any more.
-pub fn shows<K>(store: &Store<K>, namespace: &str, name: &str, version: Option<&str>) -> bool
+/// Whether the store holds the object `key` with a resourceVersion at least `version` (etcd
+/// revisions, compared as numbers), or — with `version` `None` — does not hold it any more.
+fn shows<K>(store: &Store<K>, key: &reflector::ObjectRef<K>, version: Option<&str>) -> bool
 where
     K: Resource + Clone + 'static,
-    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    let key = reflector::ObjectRef::<K>::new(name).within(namespace);
-    let found = store.get(&key);
+    let found = store.get(key);
     match version {
         None => found.is_none(),
         Some(want) => found.is_some_and(|o| {

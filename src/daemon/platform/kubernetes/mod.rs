@@ -175,6 +175,8 @@ pub struct KubernetesPlatform {
     deployment_cache: cache::Cache<Deployment>,
     /// Their Pods as watched.
     pod_cache: cache::Cache<Pod>,
+    /// Sandbox VolumeSnapshots as watched.
+    snapshot_cache: cache::Cache<DynamicObject>,
 }
 
 /// How long a read of the node dedications is reused (another replica's change shows
@@ -219,6 +221,12 @@ impl KubernetesPlatform {
                 "sandbox Deployments",
             ),
             pod_cache: cache::Cache::start(Api::all(client.clone()), &managed, "sandbox Pods"),
+            snapshot_cache: cache::Cache::start_with(
+                Api::all_with(client.clone(), &snapshots::resource()),
+                &managed,
+                "sandbox VolumeSnapshots",
+                snapshots::resource(),
+            ),
             client,
             touched: Mutex::new(HashMap::new()),
             dedications: Mutex::new(None),
@@ -339,11 +347,10 @@ impl KubernetesPlatform {
                 "sandbox '{name}' not found in namespace '{namespace}'"
             ))
         };
-        let cached = self.deployment_cache.store().map(|store| {
-            store
-                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
-                .map(|d| Deployment::clone(&d))
-        });
+        let cached = self
+            .deployment_cache
+            .get(namespace, name)
+            .map(|found| found.map(|d| Deployment::clone(&d)));
         let found = match cached {
             Some(found) => found,
             None => self
@@ -366,7 +373,7 @@ impl KubernetesPlatform {
     /// (`None`) deleted.
     async fn settled(&self, namespace: &str, name: &str, version: Option<&str>) {
         self.deployment_cache
-            .settle(|store| cache::shows(store, namespace, name, version))
+            .settled(namespace, name, version)
             .await
     }
 

@@ -560,7 +560,8 @@ impl KubernetesPlatform {
         let body = snapshots::volume_snapshot(namespace, name, sandbox, kind, template);
         let object: DynamicObject = serde_json::from_value(body)
             .map_err(|e| PlatformError::Store(format!("VolumeSnapshot: {e}")))?;
-        self.volume_snapshots(Some(namespace))
+        let written = self
+            .volume_snapshots(Some(namespace))
             .create(&writer(), &object)
             .await
             .map_err(|e| match kube_error(&format!("snapshot {name}"), e) {
@@ -583,6 +584,13 @@ impl KubernetesPlatform {
                 return Err(e);
             }
         }
+        self.snapshot_cache
+            .settled(
+                namespace,
+                name,
+                written.metadata.resource_version.as_deref(),
+            )
+            .await;
         Ok(())
     }
 
@@ -599,6 +607,7 @@ impl KubernetesPlatform {
                 PlatformError::NotFound(_) => not_found(namespace, name),
                 other => other,
             })?;
+        self.snapshot_cache.settled(namespace, name, None).await;
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         match secrets
             .delete(&snapshots::env_secret(name), &Default::default())
@@ -822,13 +831,21 @@ impl KubernetesPlatform {
     }
 
     /// One VolumeSnapshot of ours (404 worded as for a missing snapshot).
-    async fn volume_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<DynamicObject> {
-        let object = self
-            .volume_snapshots(Some(namespace))
-            .get_opt(name)
-            .await
-            .map_err(|e| kube_error(&format!("snapshot {name}"), e))?
-            .ok_or_else(|| not_found(namespace, name))?;
+    async fn volume_snapshot(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> PlatformResult<Arc<DynamicObject>> {
+        let object = match self.snapshot_cache.get(namespace, name) {
+            Some(cached) => cached,
+            None => self
+                .volume_snapshots(Some(namespace))
+                .get_opt(name)
+                .await
+                .map_err(|e| kube_error(&format!("snapshot {name}"), e))?
+                .map(Arc::new),
+        }
+        .ok_or_else(|| not_found(namespace, name))?;
         if snapshots::kind_of(&object).is_none() {
             return Err(not_found(namespace, name));
         }
@@ -842,12 +859,20 @@ impl KubernetesPlatform {
         sandbox: Option<&str>,
         kind: Option<SnapshotKind>,
     ) -> PlatformResult<Vec<Snapshot>> {
-        let items = self
-            .volume_snapshots(namespace)
-            .list(&managed())
-            .await
-            .map_err(|e| kube_error("list snapshots", e))?
-            .items;
+        let items: Vec<Arc<DynamicObject>> = match self.snapshot_cache.store() {
+            Some(store) => store.state_filter(|o| {
+                namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns))
+            }),
+            None => self
+                .volume_snapshots(namespace)
+                .list(&managed())
+                .await
+                .map_err(|e| kube_error("list snapshots", e))?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        };
         let now = crate::shared::timestamp::now_unix();
         let mut out: Vec<Snapshot> = items
             .iter()
