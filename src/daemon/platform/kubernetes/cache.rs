@@ -1,9 +1,9 @@
 //! Watch caches for reads: a watcher per resource (sandbox Deployments, their Pods and the
-//! VolumeSnapshots of sandboxes, by the `managed-by=sbx` label) keeps a reflector store that lists and gets read instead of
-//! the API server. A cache answers only while it is in step: after its first full list and
-//! as long as the watch reports no error; otherwise the caller reads the API server (and so
-//! answers 503 while that is unreachable). Writes of this replica wait (briefly) until the
-//! cache shows them, so that a read after a write sees it.
+//! VolumeSnapshots of sandboxes, by the `managed-by=sbx` label) keeps a reflector store that
+//! lists and gets read instead of the API server. A cache answers only while it is in step:
+//! after its first full list and as long as the watch reports no error; otherwise the caller
+//! reads the API server (and so answers 503 while that is unreachable). Writes of this
+//! replica wait (briefly) until the cache shows them, so that a read after a write sees it.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
