@@ -825,12 +825,13 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
     );
     // It comes back (the same program and flags: same port, certificates and etcd), and so
     // does the daemon, without a restart.
+    let returned_log = state.join("kube-apiserver.returned.log");
     own.returned = Some(
         std::process::Command::new(&apiserver[0])
             .args(&apiserver[1..])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&returned_log).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -849,7 +850,18 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    assert_eq!(recovered.0, 200, "{}", recovered.1);
+    if recovered.0 != 200 {
+        let log = std::fs::read_to_string(&returned_log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect();
+        let exited = own.returned.as_mut().unwrap().try_wait().unwrap();
+        panic!(
+            "not recovered: {} {}; the restarted API server (exited: {exited:?}) wrote, last \
+             lines first:\n{}",
+            recovered.0,
+            recovered.1,
+            tail.join("\n")
+        );
+    }
 }
 
 #[test]
