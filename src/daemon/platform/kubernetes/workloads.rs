@@ -28,6 +28,8 @@ const EXEC_OUTPUT_CAP: usize = 16 << 20;
 const POD_GONE_WAIT: Duration = Duration::from_secs(60);
 /// How often a fork reports the clone PVC's progress in the log.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long undoing a fork waits for its clone PVC to be gone.
+const PVC_GONE_WAIT: Duration = Duration::from_secs(10);
 
 /// Every create and replace names sbx as the field manager (as the server-side applies do).
 fn writer() -> PostParams {
@@ -740,15 +742,7 @@ impl KubernetesPlatform {
         let (made_pvc, made_snapshot) = (&new_pvc, &snapshot);
         let undo = |pvc: bool| async move {
             if pvc {
-                if let Err(e) = self
-                    .pvcs(namespace)
-                    .delete(made_pvc, &Default::default())
-                    .await
-                {
-                    if !missing(&e) {
-                        tracing::warn!(pvc = %made_pvc, error = %e, "undoing a fork");
-                    }
-                }
+                self.remove_pvc(namespace, made_pvc).await;
             }
             self.remove_snapshot(namespace, made_snapshot).await;
         };
@@ -780,10 +774,7 @@ impl KubernetesPlatform {
             Err(e) => {
                 // A Deployment of that name that appeared meanwhile is not ours to delete.
                 if matches!(e, PlatformError::AlreadyExists(_)) {
-                    let _ = self
-                        .pvcs(namespace)
-                        .delete(&new_pvc, &Default::default())
-                        .await;
+                    self.remove_pvc(namespace, &new_pvc).await;
                 }
                 if kind == SnapshotKind::Named {
                     tracing::info!(%snapshot, "fork failed; its named snapshot is kept");
@@ -791,6 +782,31 @@ impl KubernetesPlatform {
                 Err(e)
             }
         }
+    }
+
+    /// Deletes a PVC this request made and waits (at most [`PVC_GONE_WAIT`]) until it is
+    /// gone — its protection finalizer is lifted by the controller manager — so that the
+    /// answer is only sent once a retry under the same name can make it again.
+    async fn remove_pvc(&self, namespace: &str, pvc: &str) {
+        let pvcs = self.pvcs(namespace);
+        if let Err(e) = pvcs.delete(pvc, &Default::default()).await {
+            if !missing(&e) {
+                tracing::warn!(%pvc, error = %e, "undoing a fork");
+            }
+            return;
+        }
+        let deadline = Instant::now() + PVC_GONE_WAIT;
+        while Instant::now() < deadline {
+            match pvcs.get_opt(pvc).await {
+                Ok(None) => return,
+                Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => {
+                    tracing::warn!(%pvc, error = %e, "waiting for an undone clone PVC to go");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(%pvc, "an undone clone PVC is still being deleted");
     }
 
     /// Waits until a PVC is Bound, at most `[kubernetes] forkTimeout`.
