@@ -1292,8 +1292,67 @@ async fn quotas_hold_across_replicas() {
     let annotations = template.metadata.unwrap().annotations.unwrap();
     assert_eq!(annotations["kubernetes.io/egress-bandwidth"], "100M");
     assert_eq!(annotations["kubernetes.io/ingress-bandwidth"], "200M");
+
+    // snapshotStorage counts the VolumeSnapshots' restoreSize (the 10Gi root PVC here): a
+    // second snapshot would be above a 10Gi quota.
+    drop_namespace(&client, "sq-ns").await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "snapq", "spec": {"namespaces": ["sq-ns"],
+                    "quotas": {"snapshotStorage": "10Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(json!({"name": "sq", "namespace": "sq-ns", "image": "busybox"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let snapshot = |daemon, name: &str| {
+        call(
+            daemon,
+            &admin,
+            M::POST,
+            "/api/v1/sandboxes/sq/snapshot",
+            Some(json!({"snapshot_name": name, "namespace": "sq-ns"})),
+        )
+    };
+    let (status, body) = snapshot(&first, "sq-1").await;
+    assert_eq!(status, 201, "{body}");
+    let snapshots = volume_snapshots(&client, "sq-ns");
+    let started = Instant::now();
+    while snapshots.get("sq-1").await.unwrap().data["status"]["restoreSize"] != json!("10Gi") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "sq-1 never ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // On the other replica, once it has read the new tenant (tenants are re-read every 5 s).
+    let started = Instant::now();
+    while get_status(&second, &admin, "/api/v1/tenants/snapq").await != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "snapq never seen"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = snapshot(&second, "sq-2").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
     drop((first, second));
     drop_namespace(&client, "q-ns").await;
+    drop_namespace(&client, "sq-ns").await;
     reset(&client).await;
 }
 

@@ -347,12 +347,10 @@ impl KubernetesPlatform {
                 "sandbox '{name}' not found in namespace '{namespace}'"
             ))
         };
-        let cached = self
-            .deployment_cache
-            .get(namespace, name)
-            .map(|found| found.map(|d| Deployment::clone(&d)));
-        let found = match cached {
-            Some(found) => found,
+        // A miss is read again from the API server: a sandbox just made by another replica
+        // may not have reached this replica's watch yet.
+        let found = match self.deployment_cache.get(namespace, name).flatten() {
+            Some(cached) => Some(Deployment::clone(&cached)),
             None => self
                 .deployments(Some(namespace))
                 .get_opt(name)
@@ -852,14 +850,28 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        // Read from the API server, not the watch caches: this is a quota decision taken under
+        // the tenant's quota Lease, and what another replica made just before it released the
+        // Lease may not have reached this replica's watches yet.
         let mut total = Reservation::default();
+        let now = crate::shared::timestamp::now_unix();
         for ns in namespaces {
-            for d in self.sandbox_deployments(Some(ns)).await? {
-                let size = sandboxes::size(&d);
+            let made = self
+                .deployments(Some(ns))
+                .list(&managed())
+                .await
+                .map_err(|e| kube_error("list sandboxes", e))?;
+            for d in &made.items {
+                let size = sandboxes::size(d);
                 total.sandboxes += 1;
                 total.cpu_millis += size.cpu_millis;
                 total.memory_bytes += size.memory_bytes;
                 total.disk_bytes += size.disk_bytes;
+            }
+            for s in self.read_snapshot_objects(Some(ns)).await? {
+                if snapshots::kind_of(&s).is_some() {
+                    total.snapshot_bytes += snapshots::record(&s, now).size_bytes;
+                }
             }
         }
         Ok(total)

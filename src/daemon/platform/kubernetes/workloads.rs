@@ -852,9 +852,11 @@ impl KubernetesPlatform {
         namespace: &str,
         name: &str,
     ) -> PlatformResult<Arc<DynamicObject>> {
+        // A miss is read again from the API server: a snapshot just made by another replica
+        // (or by hand) may not have reached this replica's watch yet.
         let object = match self.snapshot_cache.get(namespace, name) {
-            Some(cached) => cached,
-            None => self
+            Some(Some(cached)) => Some(cached),
+            _ => self
                 .volume_snapshots(Some(namespace))
                 .get_opt(name)
                 .await
@@ -879,26 +881,25 @@ impl KubernetesPlatform {
             Some(store) => store.state_filter(|o| {
                 namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns))
             }),
-            None => self
-                .volume_snapshots(namespace)
-                .list(&managed())
-                .await
-                .map_err(|e| kube_error("list snapshots", e))?
-                .items
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
+            None => self.read_snapshot_objects(namespace).await?,
         };
-        let now = crate::shared::timestamp::now_unix();
-        let mut out: Vec<Snapshot> = items
-            .iter()
-            .filter(|o| snapshots::kind_of(o).is_some())
-            .map(|o| snapshots::record(o, now))
-            .filter(|s| sandbox.is_none_or(|want| s.source_sandbox == want))
-            .filter(|s| kind.is_none_or(|want| s.kind == want))
-            .collect();
-        out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        Ok(out)
+        Ok(snapshot_records(&items, sandbox, kind))
+    }
+
+    /// The VolumeSnapshots of sbx in a namespace (all when `None`), read from the API server.
+    pub(super) async fn read_snapshot_objects(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<Arc<DynamicObject>>> {
+        Ok(self
+            .volume_snapshots(namespace)
+            .list(&managed())
+            .await
+            .map_err(|e| kube_error("list snapshots", e))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect())
     }
 
     /// One snapshot record.
@@ -993,10 +994,10 @@ impl KubernetesPlatform {
     ) -> PlatformResult<Vec<GcResult>> {
         let now = crate::shared::timestamp::now_unix();
         let mut results = Vec::new();
-        for s in self
-            .list_snapshot_records(namespace, None, Some(SnapshotKind::Fork))
-            .await?
-        {
+        // What it deletes is read from the API server, not the watch cache: its ages must be
+        // the current ones.
+        let objects = self.read_snapshot_objects(namespace).await?;
+        for s in snapshot_records(&objects, None, Some(SnapshotKind::Fork)) {
             let created =
                 crate::shared::timestamp::parse_timestamp(&s.creation_timestamp).unwrap_or(now);
             if ((now - created).max(0) as u64) < keep_for.as_secs() {
@@ -1019,6 +1020,25 @@ impl KubernetesPlatform {
         }
         Ok(results)
     }
+}
+
+/// The records of these VolumeSnapshots (those of sbx), of one source sandbox and kind when
+/// given, by namespace then name.
+fn snapshot_records(
+    objects: &[Arc<DynamicObject>],
+    sandbox: Option<&str>,
+    kind: Option<SnapshotKind>,
+) -> Vec<Snapshot> {
+    let now = crate::shared::timestamp::now_unix();
+    let mut out: Vec<Snapshot> = objects
+        .iter()
+        .filter(|o| snapshots::kind_of(o).is_some())
+        .map(|o| snapshots::record(o, now))
+        .filter(|s| sandbox.is_none_or(|want| s.source_sandbox == want))
+        .filter(|s| kind.is_none_or(|want| s.kind == want))
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
 }
 
 fn not_found(namespace: &str, name: &str) -> PlatformError {
