@@ -277,18 +277,13 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     // A second replica on the same cluster sees the same keys and tenants, and a restart
     // keeps them (no state in the data dir).
     let replica = start();
-    let started = Instant::now();
-    while call(&replica, &token, M::GET, "/api/v1/tenants/acme", None)
-        .await
-        .0
-        != 200
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the replica never saw the key"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let acme = "/api/v1/tenants/acme";
+    eventually(
+        || get_status(&replica, &token, acme),
+        200,
+        "the key on the replica",
+    )
+    .await;
     // Revocation on one replica holds on the other within its refresh interval.
     let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/keys/ci", None).await;
     assert_eq!(status, 200);
@@ -301,18 +296,13 @@ async fn identity_and_tenancy_live_in_the_cluster() {
             .unwrap()
             .contains_key(&id)
     );
-    let started = Instant::now();
-    while call(&replica, &token, M::GET, "/api/v1/auth/whoami", None)
-        .await
-        .0
-        != 401
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the revoked key still works on the replica"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let whoami = "/api/v1/auth/whoami";
+    eventually(
+        || get_status(&replica, &token, whoami),
+        401,
+        "the revoked key",
+    )
+    .await;
     drop(replica);
     let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/tenants/acme", None).await;
     assert_eq!(status, 200);
@@ -1336,14 +1326,13 @@ async fn quotas_hold_across_replicas() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // On the other replica, once it has read the new tenant (tenants are re-read every 5 s).
-    let started = Instant::now();
-    while get_status(&second, &admin, "/api/v1/tenants/snapq").await != 200 {
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "snapq never seen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let snapq = "/api/v1/tenants/snapq";
+    eventually(
+        || get_status(&second, &admin, snapq),
+        200,
+        "snapq on the replica",
+    )
+    .await;
     let (status, body) = snapshot(&second, "sq-2").await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),

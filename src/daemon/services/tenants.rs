@@ -12,7 +12,8 @@ use crate::daemon::platform::{Platform, PlatformError, Reservation, StoredTenant
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::identity::Role;
 use crate::shared::models::tenant::{
-    CreateTenantRequest, PatchTenantRequest, Tenant, TenantSpec, TenantStatus, TenantUsage,
+    CreateTenantRequest, PatchTenantRequest, Tenant, TenantQuotas, TenantSpec, TenantStatus,
+    TenantUsage,
 };
 use crate::shared::names;
 use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
@@ -99,6 +100,73 @@ pub struct TenantService {
 
 fn parse_quantity(text: &Option<String>) -> Option<Quantity> {
     text.as_deref().and_then(|t| Quantity::parse(t).ok())
+}
+
+/// 403 `QuotaExceeded` when `ask` (one more sandbox of that size; `None`: one more
+/// snapshot) would take `tenant` above one of its quotas, with `used` in use now.
+fn check_quotas(
+    tenant: &str,
+    quotas: &TenantQuotas,
+    used: &Reservation,
+    ask: Option<&Ask>,
+) -> ServiceResult<()> {
+    let exceeded = |what: &str, used: String, limit: String| {
+        ServiceError::new(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "tenant '{tenant}' quota exceeded: {what} would be above its quota of {limit} \
+                 ({used} in use)"
+            ),
+        )
+    };
+    let Some(ask) = ask else {
+        if let Some(max) = bytes(&quotas.snapshot_storage) {
+            if used.snapshot_bytes >= max {
+                return Err(exceeded(
+                    "snapshotStorage",
+                    format_bytes_binary(used.snapshot_bytes),
+                    quotas.snapshot_storage.clone().unwrap_or_default(),
+                ));
+            }
+        }
+        return Ok(());
+    };
+    if let Some(max) = quotas.sandboxes {
+        if used.sandboxes + 1 > max {
+            return Err(exceeded(
+                "sandboxes",
+                used.sandboxes.to_string(),
+                max.to_string(),
+            ));
+        }
+    }
+    if let Some(max) = millis(&quotas.vcpu) {
+        if used.cpu_millis + ask.cpu_millis.unwrap_or(0) > max {
+            return Err(exceeded(
+                "vcpu",
+                format_cpu_millis(used.cpu_millis),
+                quotas.vcpu.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    for (what, in_use, asked, limit) in [
+        (
+            "memory",
+            used.memory_bytes,
+            ask.memory_bytes,
+            &quotas.memory,
+        ),
+        ("disk", used.disk_bytes, ask.disk_bytes, &quotas.disk),
+    ] {
+        if bytes(limit).is_some_and(|max| in_use + asked.unwrap_or(0) > max) {
+            return Err(exceeded(
+                what,
+                format_bytes_binary(in_use),
+                limit.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn millis(text: &Option<String>) -> Option<u64> {
@@ -266,67 +334,7 @@ impl TenantService {
         let shared = self.platform.lock_tenant(&owner.name).await?;
         let outcome = async {
             let used = self.platform.reservation(&owner.spec.namespaces).await?;
-            let exceeded = |what: &str, used: String, limit: String| {
-                ServiceError::new(
-                    ErrorCode::QuotaExceeded,
-                    format!(
-                        "tenant '{}' quota exceeded: {what} would be above its quota of {limit} \
-                         ({used} in use)",
-                        owner.name
-                    ),
-                )
-            };
-            match ask {
-                Some(ask) => {
-                    if let Some(max) = quotas.sandboxes {
-                        if used.sandboxes + 1 > max {
-                            return Err(exceeded(
-                                "sandboxes",
-                                used.sandboxes.to_string(),
-                                max.to_string(),
-                            ));
-                        }
-                    }
-                    if let Some(max) = millis(&quotas.vcpu) {
-                        if used.cpu_millis + ask.cpu_millis.unwrap_or(0) > max {
-                            return Err(exceeded(
-                                "vcpu",
-                                format_cpu_millis(used.cpu_millis),
-                                quotas.vcpu.clone().unwrap_or_default(),
-                            ));
-                        }
-                    }
-                    if let Some(max) = bytes(&quotas.memory) {
-                        if used.memory_bytes + ask.memory_bytes.unwrap_or(0) > max {
-                            return Err(exceeded(
-                                "memory",
-                                format_bytes_binary(used.memory_bytes),
-                                quotas.memory.clone().unwrap_or_default(),
-                            ));
-                        }
-                    }
-                    if let Some(max) = bytes(&quotas.disk) {
-                        if used.disk_bytes + ask.disk_bytes.unwrap_or(0) > max {
-                            return Err(exceeded(
-                                "disk",
-                                format_bytes_binary(used.disk_bytes),
-                                quotas.disk.clone().unwrap_or_default(),
-                            ));
-                        }
-                    }
-                }
-                None => {
-                    if let Some(max) = bytes(&quotas.snapshot_storage) {
-                        if used.snapshot_bytes >= max {
-                            return Err(exceeded(
-                                "snapshotStorage",
-                                format_bytes_binary(used.snapshot_bytes),
-                                quotas.snapshot_storage.clone().unwrap_or_default(),
-                            ));
-                        }
-                    }
-                }
-            }
+            check_quotas(&owner.name, &quotas, &used, ask.as_ref())?;
             create.await
         }
         .await;

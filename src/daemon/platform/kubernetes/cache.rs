@@ -109,11 +109,11 @@ where
         reflector::ObjectRef::new_with(name, self.dyntype.clone()).within(namespace)
     }
 
-    /// The object `namespace/name`: `Some(found)` from the store when it is in step, `None`
-    /// when the caller must read the API server.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Option<Arc<K>>> {
-        self.store()
-            .map(|store| store.get(&self.key(namespace, name)))
+    /// The object `namespace/name` from the store when it is in step and holds it; `None`
+    /// when the caller must read the API server (it may be out of step, or the object may be
+    /// too new for this replica's watch).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store()?.get(&self.key(namespace, name))
     }
 
     /// Waits until the store shows a write of this replica: the object `namespace/name` with

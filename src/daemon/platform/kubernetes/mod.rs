@@ -116,6 +116,22 @@ fn managed() -> ListParams {
     ListParams::default().labels(&managed_selector())
 }
 
+/// The objects of sbx (by the managed-by label) `api` lists, read from the API server, shared
+/// as the watch caches share theirs.
+async fn read_managed<K>(api: Api<K>, what: &str) -> PlatformResult<Vec<Arc<K>>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&managed())
+        .await
+        .map_err(|e| kube_error(what, e))?
+        .items
+        .into_iter()
+        .map(Arc::new)
+        .collect())
+}
+
 /// The sandbox a Pod belongs to (its `sbx.io/sandbox` label).
 fn sandbox_of(pod: &Pod) -> Option<&str> {
     pod.metadata
@@ -254,21 +270,21 @@ impl KubernetesPlatform {
                 .into_iter()
                 .filter(|d| namespace.is_none_or(|ns| d.metadata.namespace.as_deref() == Some(ns)))
                 .collect(),
-            None => self
-                .deployments(namespace)
-                .list(&managed())
-                .await
-                .map_err(|e| kube_error("list sandboxes", e))?
-                .items
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
+            None => self.read_sandbox_deployments(namespace).await?,
         };
         list.sort_by(|a, b| {
             (&a.metadata.namespace, &a.metadata.name)
                 .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
         Ok(list)
+    }
+
+    /// The sandbox Deployments of a namespace (all when `None`), read from the API server.
+    async fn read_sandbox_deployments(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<Arc<Deployment>>> {
+        read_managed(self.deployments(namespace), "list sandboxes").await
     }
 
     /// The sandboxes' Pods of a namespace (all when `None`; of one sandbox with `sandbox`),
@@ -349,7 +365,7 @@ impl KubernetesPlatform {
         };
         // A miss is read again from the API server: a sandbox just made by another replica
         // may not have reached this replica's watch yet.
-        let found = match self.deployment_cache.get(namespace, name).flatten() {
+        let found = match self.deployment_cache.get(namespace, name) {
             Some(cached) => Some(Deployment::clone(&cached)),
             None => self
                 .deployments(Some(namespace))
@@ -367,14 +383,6 @@ impl KubernetesPlatform {
         if managed { Ok(found) } else { Err(missing()) }
     }
 
-    /// Waits until the Deployment cache shows a write of this replica: `version` written, or
-    /// (`None`) deleted.
-    async fn settled(&self, namespace: &str, name: &str, version: Option<&str>) {
-        self.deployment_cache
-            .settled(namespace, name, version)
-            .await
-    }
-
     async fn scale(&self, namespace: &str, name: &str, replicas: i32) -> PlatformResult<()> {
         let patch = serde_json::json!({"spec": {"replicas": replicas}});
         let written = self
@@ -382,12 +390,13 @@ impl KubernetesPlatform {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| kube_error(&format!("sandbox {name}"), e))?;
-        self.settled(
-            namespace,
-            name,
-            written.metadata.resource_version.as_deref(),
-        )
-        .await;
+        self.deployment_cache
+            .settled(
+                namespace,
+                name,
+                written.metadata.resource_version.as_deref(),
+            )
+            .await;
         Ok(())
     }
 
@@ -854,15 +863,9 @@ impl Platform for KubernetesPlatform {
         // the tenant's quota Lease, and what another replica made just before it released the
         // Lease may not have reached this replica's watches yet.
         let mut total = Reservation::default();
-        let now = crate::shared::timestamp::now_unix();
         for ns in namespaces {
-            let made = self
-                .deployments(Some(ns))
-                .list(&managed())
-                .await
-                .map_err(|e| kube_error("list sandboxes", e))?;
-            for d in &made.items {
-                let size = sandboxes::size(d);
+            for d in self.read_sandbox_deployments(Some(ns)).await? {
+                let size = sandboxes::size(&d);
                 total.sandboxes += 1;
                 total.cpu_millis += size.cpu_millis;
                 total.memory_bytes += size.memory_bytes;
@@ -870,7 +873,7 @@ impl Platform for KubernetesPlatform {
             }
             for s in self.read_snapshot_objects(Some(ns)).await? {
                 if snapshots::kind_of(&s).is_some() {
-                    total.snapshot_bytes += snapshots::record(&s, now).size_bytes;
+                    total.snapshot_bytes += snapshots::restore_size(&s);
                 }
             }
         }

@@ -227,6 +227,15 @@ pub fn created(object: &DynamicObject) -> i64 {
         .unwrap_or(0)
 }
 
+/// What a VolumeSnapshot holds, bytes: its `status.restoreSize` (0 until the driver says).
+pub fn restore_size(object: &DynamicObject) -> u64 {
+    object.data["status"]["restoreSize"]
+        .as_str()
+        .and_then(|q| Quantity::parse(q).ok())
+        .map(|q| q.value_ceil() as u64)
+        .unwrap_or(0)
+}
+
 /// The snapshot record of a VolumeSnapshot at `now` (unix seconds).
 pub fn record(object: &DynamicObject, now: i64) -> Snapshot {
     let a = annotations_of(object);
@@ -248,11 +257,7 @@ pub fn record(object: &DynamicObject, now: i64) -> Snapshot {
             .unwrap_or(false),
         creation_timestamp: format_rfc3339_utc(at),
         age: format_age((now - at).max(0) as u64),
-        size_bytes: object.data["status"]["restoreSize"]
-            .as_str()
-            .and_then(|q| Quantity::parse(q).ok())
-            .map(|q| q.value_ceil() as u64)
-            .unwrap_or(0),
+        size_bytes: restore_size(object),
         snapshot_class: object.data["spec"]["volumeSnapshotClassName"]
             .as_str()
             .unwrap_or_default()

@@ -14,7 +14,7 @@ use super::sandboxes::{self, CONTAINER, SandboxTemplate};
 use super::snapshots;
 use super::{
     FIELD_MANAGER, KQL_BACKEND, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed,
-    missing,
+    missing, read_managed,
 };
 use crate::daemon::platform::{Platform, PlatformError, PlatformResult, RestorePlan};
 use crate::shared::models::sandbox::{ExecResponse, SandboxMetrics, SandboxStatus};
@@ -150,12 +150,7 @@ impl KubernetesPlatform {
             .deployments(Some(namespace))
             .create(&writer(), &object)
             .await
-            .map_err(|e| match kube_error(&format!("sandbox {name}"), e) {
-                PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
-                    "sandbox '{name}' already exists in namespace '{namespace}'"
-                )),
-                other => other,
-            })?;
+            .map_err(|e| create_error(e, "sandbox", namespace, name))?;
         let companions = async {
             if template.has_root_volume() {
                 let bytes = template
@@ -195,12 +190,13 @@ impl KubernetesPlatform {
             self.remove_sandbox_objects(namespace, name).await;
             return Err(e);
         }
-        self.settled(
-            namespace,
-            name,
-            created.metadata.resource_version.as_deref(),
-        )
-        .await;
+        self.deployment_cache
+            .settled(
+                namespace,
+                name,
+                created.metadata.resource_version.as_deref(),
+            )
+            .await;
         Ok(())
     }
 
@@ -306,7 +302,7 @@ impl KubernetesPlatform {
                 Err(e) => return Err(kube_error(&format!("sandbox {name}"), e)),
             }
         }
-        self.settled(namespace, name, None).await;
+        self.deployment_cache.settled(namespace, name, None).await;
         Ok(())
     }
 
@@ -536,16 +532,14 @@ impl KubernetesPlatform {
     /// 409 when a root PVC for a new sandbox of this name is left over.
     async fn root_pvc_free(&self, namespace: &str, sandbox: &str) -> PlatformResult<()> {
         let pvc = sandboxes::root_pvc(sandbox);
-        let taken = self
+        let left = self
             .pvcs(namespace)
             .get_opt(&pvc)
             .await
             .map_err(|e| kube_error(&format!("PVC {pvc}"), e))?
             .is_some();
-        if taken {
-            return Err(PlatformError::AlreadyExists(format!(
-                "a root PVC '{pvc}' already exists in namespace '{namespace}'"
-            )));
+        if left {
+            return Err(taken("root PVC", namespace, &pvc));
         }
         Ok(())
     }
@@ -566,12 +560,7 @@ impl KubernetesPlatform {
             .volume_snapshots(Some(namespace))
             .create(&writer(), &object)
             .await
-            .map_err(|e| match kube_error(&format!("snapshot {name}"), e) {
-                PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
-                    "snapshot '{name}' already exists in namespace '{namespace}'"
-                )),
-                other => other,
-            })?;
+            .map_err(|e| create_error(e, "snapshot", namespace, name))?;
         if template.env {
             let copied = self
                 .copy_secret(
@@ -667,9 +656,7 @@ impl KubernetesPlatform {
             .map_err(|e| kube_error(&format!("snapshot {name}"), e))?
             .is_some()
         {
-            return Err(PlatformError::AlreadyExists(format!(
-                "snapshot '{name}' already exists in namespace '{namespace}'"
-            )));
+            return Err(taken("snapshot", namespace, name));
         }
         self.scale(namespace, sandbox, 0).await?;
         let deadline = Instant::now() + POD_GONE_WAIT;
@@ -704,11 +691,6 @@ impl KubernetesPlatform {
         snapshot: Option<&str>,
     ) -> PlatformResult<()> {
         let (template, source_pvc) = self.snapshot_source(namespace, source, "fork").await?;
-        let taken = || {
-            PlatformError::AlreadyExists(format!(
-                "sandbox '{new_name}' already exists in namespace '{namespace}'"
-            ))
-        };
         if self
             .deployments(Some(namespace))
             .get_opt(new_name)
@@ -716,7 +698,7 @@ impl KubernetesPlatform {
             .map_err(|e| kube_error(&format!("sandbox {new_name}"), e))?
             .is_some()
         {
-            return Err(taken());
+            return Err(taken("sandbox", namespace, new_name));
         }
         self.root_pvc_free(namespace, new_name).await?;
         let new_pvc = sandboxes::root_pvc(new_name);
@@ -855,8 +837,8 @@ impl KubernetesPlatform {
         // A miss is read again from the API server: a snapshot just made by another replica
         // (or by hand) may not have reached this replica's watch yet.
         let object = match self.snapshot_cache.get(namespace, name) {
-            Some(Some(cached)) => Some(cached),
-            _ => self
+            Some(cached) => Some(cached),
+            None => self
                 .volume_snapshots(Some(namespace))
                 .get_opt(name)
                 .await
@@ -891,15 +873,7 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<Arc<DynamicObject>>> {
-        Ok(self
-            .volume_snapshots(namespace)
-            .list(&managed())
-            .await
-            .map_err(|e| kube_error("list snapshots", e))?
-            .items
-            .into_iter()
-            .map(Arc::new)
-            .collect())
+        read_managed(self.volume_snapshots(namespace), "list snapshots").await
     }
 
     /// One snapshot record.
@@ -1039,6 +1013,21 @@ fn snapshot_records(
         .collect();
     out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     out
+}
+
+/// 409 for a `what` (sandbox, snapshot, root PVC) whose name is taken.
+fn taken(what: &str, namespace: &str, name: &str) -> PlatformError {
+    PlatformError::AlreadyExists(format!(
+        "{what} '{name}' already exists in namespace '{namespace}'"
+    ))
+}
+
+/// The error of creating a `what`: a taken name worded as [`taken`].
+fn create_error(e: kube::Error, what: &str, namespace: &str, name: &str) -> PlatformError {
+    match kube_error(&format!("{what} {name}"), e) {
+        PlatformError::AlreadyExists(_) => taken(what, namespace, name),
+        other => other,
+    }
 }
 
 fn not_found(namespace: &str, name: &str) -> PlatformError {
