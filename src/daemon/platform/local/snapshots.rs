@@ -179,7 +179,9 @@ impl LocalSandboxes {
     /// Flattens a long layer stack of a snapshot in the background; sandboxes running on the
     /// old layers keep them until they go.
     fn flatten_later(self: &Arc<Self>, snapshot: &SnapshotRecord) {
-        if snapshot.source.layers.len() <= FLATTEN_ABOVE {
+        // A fork's own snapshot is deleted as soon as the clone exists: merging its layers
+        // would copy them all for nothing (the clone's later snapshots are flattened).
+        if snapshot.source.layers.len() <= FLATTEN_ABOVE || snapshot.kind == SnapshotKind::Fork {
             return;
         }
         let manager = self.clone();
