@@ -3,6 +3,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod mirror;
 pub mod oidc;
 pub mod openapi;
 pub mod platform;

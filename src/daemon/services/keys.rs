@@ -7,17 +7,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
-use tokio::sync::RwLock;
-
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{Platform, StoredKey};
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::names;
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// How often the mirror is reloaded from the store.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(3);
@@ -36,7 +35,9 @@ const SECONDS_PER_DAY: i64 = 86_400;
 pub struct KeyService {
     platform: Arc<dyn Platform>,
     mode: Mode,
-    mirror: RwLock<HashMap<String, StoredKey>>,
+    /// The keys by id; a reload begun before a local write or a newer reload never replaces
+    /// what they left (a revoked key cannot come back from an older read).
+    mirror: Mirror<HashMap<String, StoredKey>>,
 }
 
 fn random_hex(bytes: usize) -> ServiceResult<String> {
@@ -61,34 +62,47 @@ impl KeyService {
         KeyService {
             platform,
             mode,
-            mirror: RwLock::new(HashMap::new()),
+            mirror: Mirror::new(),
         }
     }
 
     /// Replaces the mirror with the store's keys, keeping newer local `last_used` values.
-    pub async fn reload(&self) -> ServiceResult<()> {
+    /// Returns false when a local write or a newer reload finished while this one read the
+    /// store (what they left is kept).
+    pub async fn reload(&self) -> ServiceResult<bool> {
+        let ticket = self.mirror.ticket();
         let stored = self.platform.list_keys().await?;
-        let mut mirror = self.mirror.write().await;
-        let fresh = stored
-            .into_iter()
-            .map(|mut k| {
-                let local = mirror.get(&k.key.id).and_then(|m| m.key.last_used);
-                k.key.last_used = k.key.last_used.max(local);
-                (k.key.id.clone(), k)
-            })
-            .collect();
-        *mirror = fresh;
-        Ok(())
+        Ok(self.mirror.install_with(ticket, |held| {
+            stored
+                .into_iter()
+                .map(|mut k| {
+                    let local = held
+                        .and_then(|m| m.get(&k.key.id))
+                        .and_then(|m| m.key.last_used);
+                    k.key.last_used = k.key.last_used.max(local);
+                    (k.key.id.clone(), k)
+                })
+                .collect()
+        }))
     }
 
-    /// Reloads the mirror forever, every [`REFRESH_INTERVAL`]; failures are logged.
+    /// Reloads the mirror forever, every [`REFRESH_INTERVAL`]; failures are logged. A reload
+    /// that a local write overtook is read again at once, so this replica's own writes never
+    /// hold back what other replicas changed.
     pub async fn refresh_loop(self: Arc<Self>) {
         let mut tick = tokio::time::interval(REFRESH_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = self.reload().await {
-                tracing::warn!(error = %e.internal.as_deref().unwrap_or(&e.message), "key reload failed");
+            for _ in 0..3 {
+                match self.reload().await {
+                    Ok(true) => break,
+                    Ok(false) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e.internal.as_deref().unwrap_or(&e.message), "key reload failed");
+                        break;
+                    }
+                }
             }
         }
     }
@@ -206,7 +220,9 @@ impl KeyService {
         };
         self.platform.insert_key(&stored).await?;
         let mut key = stored.key.clone();
-        self.mirror.write().await.insert(id.clone(), stored);
+        self.mirror.write(|keys| {
+            keys.insert(id.clone(), stored);
+        });
         key.token = Some(format!("{id}_{secret}"));
         tracing::info!(key_id = %key.id, name = %key.name, role = %key.role, "minted API key");
         Ok(key)
@@ -214,8 +230,12 @@ impl KeyService {
 
     /// Every key record (no hashes, no tokens), oldest first.
     pub async fn list(&self) -> Vec<ApiKey> {
-        let mirror = self.mirror.read().await;
-        let mut keys: Vec<ApiKey> = mirror.values().map(|k| k.key.clone()).collect();
+        let mut keys: Vec<ApiKey> = self.mirror.read(|keys| {
+            keys.into_iter()
+                .flat_map(|k| k.values())
+                .map(|k| k.key.clone())
+                .collect()
+        });
         keys.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
         keys
     }
@@ -228,10 +248,11 @@ impl KeyService {
                 "no API key named '{name}'"
             )));
         }
-        let mut mirror = self.mirror.write().await;
-        for id in &ids {
-            mirror.remove(id);
-        }
+        self.mirror.write(|keys| {
+            for id in &ids {
+                keys.remove(id);
+            }
+        });
         tracing::info!(name, ids = ?ids, "revoked API keys");
         Ok(ids)
     }
@@ -243,20 +264,23 @@ impl KeyService {
         let (id, secret) = token.split_once('_').ok_or_else(invalid)?;
         let presented = sha256(secret);
         let now = now_unix();
-        let (key, stale) = {
-            let mirror = self.mirror.read().await;
-            // Compare against a dummy when the id is unknown so that timing does not tell
-            // known ids from unknown ones.
-            let expected = mirror.get(id).map(|k| k.secret_sha256).unwrap_or([0u8; 32]);
-            let matches: bool = presented.ct_eq(&expected).into();
-            match mirror.get(id) {
-                Some(stored) if matches => {
-                    let stale = stored.key.last_used.is_none_or(|t| t < now);
-                    (stored.key.clone(), stale)
+        let (key, stale) = self
+            .mirror
+            .read(|keys| {
+                let stored = keys.and_then(|k| k.get(id));
+                // Compare against a dummy when the id is unknown so that timing does not tell
+                // known ids from unknown ones.
+                let expected = stored.map(|k| k.secret_sha256).unwrap_or([0u8; 32]);
+                let matches: bool = presented.ct_eq(&expected).into();
+                match stored {
+                    Some(stored) if matches => {
+                        let stale = stored.key.last_used.is_none_or(|t| t < now);
+                        Some((stored.key.clone(), stale))
+                    }
+                    _ => None,
                 }
-                _ => return Err(invalid()),
-            }
-        };
+            })
+            .ok_or_else(invalid)?;
         if key.expires <= now {
             return Err(ServiceError::unauthorized(format!(
                 "API key {} expired at {}",
@@ -271,9 +295,13 @@ impl KeyService {
     }
 
     async fn record_use(&self, id: &str, now: i64) {
-        if let Some(stored) = self.mirror.write().await.get_mut(id) {
-            stored.key.last_used = Some(now);
-        }
+        // Every reload keeps the later of two `last_used` values, so this is no write that
+        // reloads must be ordered after.
+        self.mirror.amend(|keys| {
+            if let Some(stored) = keys.get_mut(id) {
+                stored.key.last_used = Some(now);
+            }
+        });
         let platform = self.platform.clone();
         let id = id.to_string();
         tokio::spawn(async move {
@@ -286,11 +314,11 @@ impl KeyService {
     /// Whether an admin key exists that has not expired.
     pub async fn has_unexpired_admin_key(&self) -> bool {
         let now = now_unix();
-        self.mirror
-            .read()
-            .await
-            .values()
-            .any(|k| k.key.role == Role::Admin && k.key.expires > now)
+        self.mirror.read(|keys| {
+            keys.into_iter()
+                .flat_map(|k| k.values())
+                .any(|k| k.key.role == Role::Admin && k.key.expires > now)
+        })
     }
 
     /// Mints the first admin key when no unexpired admin key exists (and, with
@@ -336,6 +364,38 @@ mod tests {
             role: Some(role.into()),
             expires_days: Some(30),
             ..Default::default()
+        }
+    }
+
+    /// Mints and revocations while reloads run back to back: a list read before a write
+    /// never undoes it (a new key fails, or a revoked key comes back until the next reload).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_reload_begun_before_a_write_never_undoes_it() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (_dir, keys) = service(Mode::Development).await;
+        let keys = Arc::new(keys);
+        let stop = Arc::new(AtomicBool::new(false));
+        let reloaders: Vec<_> = (0..3)
+            .map(|_| {
+                let (keys, stop) = (keys.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        keys.reload().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for i in 0..150 {
+            let mut ask = request("operator");
+            ask.name = Some(format!("k{i}"));
+            let token = keys.create(&ask).await.unwrap().token.unwrap();
+            assert!(keys.authenticate(&token).await.is_ok(), "minted key {i}");
+            keys.revoke(&format!("k{i}")).await.unwrap();
+            assert!(keys.authenticate(&token).await.is_err(), "revoked key {i}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in reloaders {
+            r.await.unwrap();
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{Platform, PlatformError, Reservation, StoredTenant};
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::identity::Role;
@@ -88,8 +89,9 @@ pub struct Ask {
 pub struct TenantService {
     platform: Arc<dyn Platform>,
     mode: Mode,
-    /// Every tenant, loaded on first use and kept in step by this service's writes.
-    tenants: tokio::sync::RwLock<Option<Vec<StoredTenant>>>,
+    /// Every tenant, loaded on first use, reloaded by [`TenantService::status_loop`] and after
+    /// each of this service's writes; a reload begun before another never replaces it.
+    tenants: Mirror<Vec<StoredTenant>>,
     /// One lock per tenant: quota checks and the creates they admit are serialized.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Tenant writes, one at a time (rule 1 compares against the other tenants).
@@ -183,7 +185,7 @@ impl TenantService {
         TenantService {
             platform,
             mode,
-            tenants: tokio::sync::RwLock::new(None),
+            tenants: Mirror::new(),
             locks: Mutex::new(HashMap::new()),
             writes: tokio::sync::Mutex::new(()),
             statuses: Mutex::new(HashMap::new()),
@@ -192,20 +194,21 @@ impl TenantService {
 
     /// Every tenant (from memory after the first call).
     pub async fn all(&self) -> ServiceResult<Vec<StoredTenant>> {
-        if let Some(tenants) = self.tenants.read().await.as_ref() {
-            return Ok(tenants.clone());
+        match self.tenants.get() {
+            Some(tenants) => Ok(tenants),
+            None => self.reload().await,
         }
-        let mut slot = self.tenants.write().await;
-        if slot.is_none() {
-            *slot = Some(self.platform.list_tenants().await?);
-        }
-        Ok(slot.clone().unwrap_or_default())
     }
 
-    async fn reload(&self) -> ServiceResult<()> {
+    /// Reads the tenants from the store; returns the newest that is held afterwards (this
+    /// read's, or one begun after it that finished first).
+    async fn reload(&self) -> ServiceResult<Vec<StoredTenant>> {
+        let ticket = self.tenants.ticket();
         let fresh = self.platform.list_tenants().await?;
-        *self.tenants.write().await = Some(fresh);
-        Ok(())
+        if self.tenants.install(ticket, fresh.clone()) {
+            return Ok(fresh);
+        }
+        Ok(self.tenants.get().unwrap_or(fresh))
     }
 
     /// The tenant owning `namespace`, if any.
@@ -591,6 +594,67 @@ fn status_of(used: Reservation, generation: i64) -> TenantStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tenant writes while reloads run back to back (the timer's, another replica's view):
+    /// a list read before a write must never replace the cache the write left, or the new
+    /// tenant's namespaces are briefly without an owner (another tenant could claim them).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_reload_begun_before_a_write_never_hides_it() {
+        use crate::daemon::platform::local::LocalPlatform;
+        use crate::shared::models::tenant::TenantSpecPatch;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let platform = Arc::new(LocalPlatform::open(dir.path(), vec![]).unwrap());
+        let service = Arc::new(TenantService::new(platform, Mode::Development));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reloaders: Vec<_> = (0..3)
+            .map(|_| {
+                let (service, stop) = (service.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        service.reload().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        let spec = |ns: &str| TenantSpec {
+            namespaces: vec![ns.to_string()],
+            ..Default::default()
+        };
+        for i in 0..150 {
+            let (name, ns, added) = (format!("t{i}"), format!("ns{i}"), format!("more{i}"));
+            let request = CreateTenantRequest {
+                name: Some(name.clone()),
+                spec: Some(spec(&ns)),
+            };
+            service.create(&request).await.unwrap();
+            let owner = service.owner(&ns).await.unwrap().map(|o| o.name);
+            assert_eq!(owner.as_deref(), Some(name.as_str()), "after create {i}");
+            let claim = CreateTenantRequest {
+                name: Some(format!("other{i}")),
+                spec: Some(spec(&ns)),
+            };
+            let error = service.create(&claim).await.unwrap_err();
+            assert!(
+                error.message.contains("already belongs"),
+                "{}",
+                error.message
+            );
+            let patch = PatchTenantRequest {
+                spec: TenantSpecPatch {
+                    namespaces: Some(Some(vec![ns.clone(), added.clone()])),
+                    ..Default::default()
+                },
+            };
+            service.update(&name, &patch).await.unwrap();
+            let owner = service.owner(&added).await.unwrap().map(|o| o.name);
+            assert_eq!(owner.as_deref(), Some(name.as_str()), "after patch {i}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in reloaders {
+            r.await.unwrap();
+        }
+    }
 
     #[test]
     fn access_takes_the_highest_role_per_namespace() {

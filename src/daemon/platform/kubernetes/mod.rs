@@ -28,6 +28,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
 use crate::daemon::config::KubernetesSettings;
+use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{
     HeldLock, MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult,
     Reservation, RestorePlan, StoredKey, StoredTenant,
@@ -178,9 +179,9 @@ where
 pub struct KubernetesPlatform {
     client: kube::Client,
     touched: Mutex<HashMap<String, i64>>,
-    /// Node dedications as last read, and when: every create asks, and listing Nodes costs
-    /// tens of milliseconds here.
-    dedications: Mutex<Option<(std::time::Instant, BTreeMap<String, String>)>>,
+    /// Node dedications as last read: every create asks, and listing Nodes costs tens of
+    /// milliseconds here. A dedication's write drops it once the Node has it.
+    dedications: Mirror<BTreeMap<String, String>>,
     /// The `[kubernetes]` settings.
     settings: KubernetesSettings,
     /// This replica's name in Leases (host name, PID and a random part).
@@ -245,7 +246,7 @@ impl KubernetesPlatform {
             ),
             client,
             touched: Mutex::new(HashMap::new()),
-            dedications: Mutex::new(None),
+            dedications: Mirror::new(),
             settings,
             identity,
         })
@@ -782,16 +783,10 @@ impl Platform for KubernetesPlatform {
     }
 
     async fn node_dedications(&self) -> PlatformResult<BTreeMap<String, String>> {
-        if let Some((at, cached)) = self
-            .dedications
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            if at.elapsed() < DEDICATIONS_TTL {
-                return Ok(cached.clone());
-            }
+        if let Some(cached) = self.dedications.get_fresh(DEDICATIONS_TTL) {
+            return Ok(cached);
         }
+        let ticket = self.dedications.ticket();
         let nodes: Api<Node> = Api::all(self.client.clone());
         let list = nodes
             .list(&ListParams::default().labels(TENANT_LABEL))
@@ -805,15 +800,13 @@ impl Platform for KubernetesPlatform {
                 Some((n.metadata.name?, tenant))
             })
             .collect();
-        *self.dedications.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((std::time::Instant::now(), dedications.clone()));
+        self.dedications.install(ticket, dedications.clone());
         Ok(dedications)
     }
 
     async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
-        *self.dedications.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let api: Api<Node> = Api::all(self.client.clone());
-        replace_with_retry(&api, node, &format!("node '{node}'"), |object| {
+        let written = replace_with_retry(&api, node, &format!("node '{node}'"), |object| {
             let labels = object.metadata.labels.get_or_insert_with(Default::default);
             match tenant {
                 Some(t) => {
@@ -835,7 +828,10 @@ impl Platform for KubernetesPlatform {
                 });
             }
         })
-        .await
+        .await;
+        // After the write, so that no list begun before it can be reused.
+        self.dedications.invalidate();
+        written
     }
 
     async fn metering(&self) -> PlatformResult<Metering> {
