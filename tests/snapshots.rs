@@ -564,10 +564,12 @@ async fn counter(client: &ApiClient, name: &str) -> (String, u64) {
     }
 }
 
+/// Also on a host without iptables: CRIU locks the sandbox's network with nftables.
 #[tokio::test]
 async fn warm_fork_continues_the_running_processes_from_their_memory() {
     let net = TestNet::new();
-    let daemon = sbxd::daemon(&net, "");
+    let (_no_iptables, path) = sbxd::path_without_iptables();
+    let daemon = sbxd::daemon_with_env(&net, "", &[("PATH", path.as_str())]);
     let client = daemon.admin();
     client.create_sandbox(&request("src")).await.unwrap();
     sbxd::running(&client, "src", "default").await;

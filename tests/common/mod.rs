@@ -42,6 +42,12 @@ impl Daemon {
     /// Like [`Daemon::start_with`], with extra environment variables for `sbx serve`.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
         let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
+        // Sandbox roots (user namespaces) must be reachable through it.
+        std::fs::set_permissions(
+            tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .expect("chmod tempdir");
         let data_dir = tmp.path().join("data");
         Daemon::spawn_env(tmp, data_dir, args, env)
     }
@@ -64,15 +70,7 @@ impl Daemon {
 
     /// Starts a daemon with a fresh data dir and extra `serve` arguments.
     pub fn start_with(args: &[&str]) -> Daemon {
-        let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
-        // Sandbox roots (user namespaces) must be reachable through it.
-        std::fs::set_permissions(
-            tmp.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o711),
-        )
-        .expect("chmod tempdir");
-        let data_dir = tmp.path().join("data");
-        Daemon::spawn(tmp, data_dir, args)
+        Daemon::start_with_env(args, &[])
     }
 
     fn spawn(tmp: Arc<tempfile::TempDir>, data_dir: PathBuf, args: &[&str]) -> Daemon {

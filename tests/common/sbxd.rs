@@ -155,12 +155,48 @@ impl Drop for TestNet {
 
 /// A daemon running real sandboxes: registry marked insecure, host side in `net.router`.
 pub fn daemon(net: &TestNet, extra_config: &str) -> Daemon {
+    daemon_with_env(net, extra_config, &[])
+}
+
+/// [`daemon`] with extra environment variables for `sbx serve`.
+pub fn daemon_with_env(net: &TestNet, extra_config: &str, env: &[(&str, &str)]) -> Daemon {
     let dir = tempfile::tempdir().expect("config dir");
     let config = dir.path().join("sbx.toml");
     write_config(&config, net, extra_config);
-    let daemon = Daemon::start_with(&["--config", config.to_str().expect("utf-8 path")]);
+    let daemon = Daemon::start_with_env(&["--config", config.to_str().expect("utf-8 path")], env);
     drop(dir);
     daemon
+}
+
+/// A `PATH` for `sbx serve` on which the iptables tools fail as if not installed (they come
+/// first and exit 127), as on a host that has only nftables. Keep the dir alive meanwhile.
+pub fn path_without_iptables() -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    for tool in [
+        "iptables",
+        "iptables-restore",
+        "iptables-legacy-restore",
+        "iptables-nft-restore",
+        "ip6tables",
+        "ip6tables-restore",
+        "ip6tables-legacy-restore",
+        "ip6tables-nft-restore",
+    ] {
+        let path = dir.path().join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho '{tool}: not installed on this host' >&2\nexit 127\n"),
+        )
+        .expect("write a stand-in");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (dir, path)
 }
 
 /// A config file for daemons on `net` that a test restarts; keep the dir alive meanwhile.

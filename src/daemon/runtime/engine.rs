@@ -716,15 +716,18 @@ impl Sbxd {
         let images = self.checkpoints_dir.join(format!("{:016x}", rand_u64()));
         mkdir_private(&images)?;
         if let Some(map) = self.id_map {
-            // CRIU reads some images back from inside the restored sandbox's user namespace;
-            // the images hold its memory, so nobody else gets in.
+            // CRIU's restored task reads some images from inside the sandbox's new user
+            // namespace: before CRIU has written its id maps (still host root, but with no
+            // capability over unmapped files: the owner bits) and after (the sandbox's root,
+            // host id 100000: the group bits). Owner root, group the sandbox's root, 0750,
+            // serves both; the images hold its memory, so nobody else gets in. (Owned by the
+            // sandbox's root alone, a restore failed now and then with "Unable to open
+            // timens-0.img: Permission denied", when the task read it before the maps.)
             let root = map.host_id(0);
-            nix::unistd::chown(
-                &images,
-                Some(nix::unistd::Uid::from_raw(root)),
-                Some(nix::unistd::Gid::from_raw(root)),
-            )
-            .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
+            nix::unistd::chown(&images, None, Some(nix::unistd::Gid::from_raw(root)))
+                .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
+            std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o750))
+                .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))?;
         }
         let cgroup_path = cgroup::cgroups_path(id);
         let freeze = !cgroup::is_frozen(&cgroup_path);
