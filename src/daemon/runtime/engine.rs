@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use crate::daemon::runtime::bundle::{self, BundleConfig};
 use crate::daemon::runtime::idmap::{self, IdMap};
 use crate::daemon::runtime::images::{Image, ImageStore};
-use crate::daemon::runtime::network::{self, Egress, NetworkConfig, NetworkManager};
+use crate::daemon::runtime::network::{self, Egress, NetworkConfig, NetworkError, NetworkManager};
 use crate::daemon::runtime::overlay::{self, RootFs};
 use crate::daemon::runtime::runc::{Runc, RuntimeKind};
 use crate::daemon::runtime::shim::{ExitRecord, ShimReport};
@@ -132,7 +132,7 @@ pub struct SandboxSpec {
     /// Capabilities kept, `CAP_*` names.
     #[serde(default)]
     pub capabilities: Vec<String>,
-    /// Network slot (address pool index).
+    /// Network slot (address pool index); the platform gives each slot to one sandbox at a time.
     pub slot: u32,
     /// Snapshot layers stacked on the image's, lowest first (a restored or forked sandbox).
     #[serde(default)]
@@ -651,15 +651,28 @@ impl Sbxd {
 
         let pid = self.spawn_shim(spec, checkpoint).await?;
         // A restored sandbox comes back with the source's eth0 (and address): replace it.
-        network
-            .attach_to_pid(
+        let attach = || {
+            network.attach_to_pid(
                 &spec.id,
                 spec.slot,
                 &egress,
                 pid as u32,
                 checkpoint.is_some(),
             )
-            .await?;
+        };
+        match attach().await {
+            // The platform gives each slot to one sandbox at a time: whatever holds it is left
+            // over from a removal a crash or a failure cut short. A dirty slot is cleaned,
+            // never a failed sandbox.
+            Err(NetworkError::SlotInUse(slot)) => {
+                tracing::warn!(sandbox = %spec.id, slot, "the sandbox's network slot held objects no sandbox owns; removing them");
+                network.clear_slot(slot).await?;
+                attach().await?;
+            }
+            other => {
+                other?;
+            }
+        }
         if checkpoint.is_some() {
             set_hostname(pid, &spec.name).await?;
         } else {
@@ -1067,16 +1080,10 @@ impl Sbxd {
         Ok(self.network().await?.detach(&spec.id, spec.slot).await?)
     }
 
-    /// Whether sandbox network namespaces of this daemon's prefix exist (leftovers to clean
-    /// even when no sandbox record remains).
-    pub fn has_network_leftovers(&self) -> bool {
-        std::fs::read_dir("/run/netns").is_ok_and(|entries| {
-            entries.flatten().any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&self.network_config.netns_prefix)
-            })
-        })
+    /// Whether sandbox network pieces may be left on the host side (to clean even when no
+    /// sandbox record remains): see [`network::leftovers_exist`].
+    pub async fn has_network_leftovers(&self) -> bool {
+        network::leftovers_exist(&self.network_config).await
     }
 
     /// Stops the sandbox and removes its processes, mounts and cgroups (and with

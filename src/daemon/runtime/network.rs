@@ -595,6 +595,15 @@ impl NetworkManager {
         self.attach_inner(key, slot, egress, Some(pid)).await
     }
 
+    /// Removes the host-side veth and the nft objects of a slot (not the namespace, which is
+    /// named by sandbox): for a caller that owns the slot and finds it held by leftovers
+    /// ([`NetworkError::SlotInUse`]). Idempotent.
+    pub async fn clear_slot(&self, slot: u32) -> Result<(), NetworkError> {
+        let (veth, script) = ([host_veth_name(slot)], remove_script(&[slot]));
+        let (links, rules) = tokio::join!(self.delete_links(&veth), self.nft(&script));
+        links.and(rules).map(drop)
+    }
+
     async fn attach_inner(
         &self,
         key: &str,
@@ -687,23 +696,18 @@ impl NetworkManager {
         }
     }
 
-    /// Removes everything attach made: the veth pair, the namespace's bind mount and the
-    /// sandbox's nft objects. Idempotent: missing pieces are not errors.
+    /// Removes everything attach made: the veth pair, the sandbox's nft objects and, last,
+    /// the namespace's bind mount. Idempotent: missing pieces are not errors. The namespace
+    /// goes only once the rest is gone, so that a removal cut short (a crash) leaves it as
+    /// the mark by which the next start finds the rest.
     pub async fn detach(&self, key: &str, slot: u32) -> Result<(), NetworkError> {
         let att = self.attachment(key, slot)?;
-        let links = async {
-            // The veth first: deleting it takes both ends down at once, whereas the namespace
-            // going away would only drop its end later, asynchronously.
-            self.delete_links(std::slice::from_ref(&att.host_veth))
-                .await?;
-            delete_netns(&att.netns_path)
-                .map_err(io_error(format!("remove {}", att.netns_path.display())))
-                .map(drop)
-        };
-        let script = remove_script(&[slot]);
-        let rules = self.nft(&script);
-        let (links, rules) = tokio::join!(links, rules);
-        links.and(rules).map(drop)
+        // The veth before the namespace: deleting it takes both ends down at once, whereas
+        // the namespace going away would only drop its end later, asynchronously.
+        self.clear_slot(slot).await?;
+        delete_netns(&att.netns_path)
+            .map_err(io_error(format!("remove {}", att.netns_path.display())))
+            .map(drop)
     }
 
     /// Removes namespaces (with this manager's prefix), host veths and nft objects of sandboxes
@@ -960,6 +964,43 @@ impl NetworkManager {
         let args: Vec<&str> = ["-j", "list"].iter().chain(what).copied().collect();
         run(NFT, &args, self.host_netns.as_deref(), "").await
     }
+}
+
+/// Whether the host side holds sandbox network pieces that an earlier run may have left: a
+/// namespace with the configured prefix, a host veth of a slot, or the `inet sbx` table.
+/// Touches nothing (the daemon leaves a host where sbx never ran a sandbox alone).
+pub async fn leftovers_exist(config: &NetworkConfig) -> bool {
+    let host_netns = config
+        .host_netns
+        .as_ref()
+        .map(|name| Path::new(NETNS_DIR).join(name));
+    let prefixed = fs::read_dir(NETNS_DIR).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&config.netns_prefix)
+                && host_netns.as_deref() != Some(e.path().as_path())
+        })
+    });
+    if prefixed {
+        return true;
+    }
+    if host_netns.as_deref().is_some_and(|p| !p.exists()) {
+        return false;
+    }
+    let veths = matches!(
+        in_netns(host_netns.clone(), list_interfaces).await,
+        Ok(Ok(names)) if names.iter().any(|n| parse_slot(n, HOST_VETH_PREFIX, "").is_some())
+    );
+    veths
+        || run(
+            NFT,
+            &["list", "table", "inet", NFT_TABLE],
+            host_netns.as_deref(),
+            "",
+        )
+        .await
+        .is_ok()
 }
 
 /// Host-side veth name for a slot.

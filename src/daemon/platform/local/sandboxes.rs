@@ -64,6 +64,10 @@ pub(super) struct Live {
     pub(super) phase: watch::Sender<SandboxStatus>,
 }
 
+/// How many times the network of a deleted sandbox is removed before its slot is given up
+/// until the next start (about 6 s of pauses in all).
+const DETACH_ATTEMPTS: u32 = 7;
+
 /// The local sandbox manager.
 pub struct LocalSandboxes {
     pub(super) db: Db,
@@ -629,18 +633,34 @@ impl LocalSandboxes {
             .remove(&spec.id);
         tracing::info!(sandbox = %spec.id, namespace, name, "deleted sandbox");
         let manager = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = manager.sbxd.detach_network(&spec).await {
-                // A leftover is removed by the clean-up at the next start.
-                tracing::warn!(sandbox = %spec.id, error = %e, "removing the network of a deleted sandbox");
-            }
-            manager
-                .retiring
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&spec.slot);
-        });
+        tokio::spawn(async move { manager.retire_network(&spec).await });
         Ok(())
+    }
+
+    /// Removes the network of a deleted sandbox, trying again a few times; its slot is handed
+    /// out again only once nothing of it is left. If every try fails the slot stays out of
+    /// use, and the clean-up at the next start removes what is left.
+    async fn retire_network(&self, spec: &SandboxSpec) {
+        let mut pause = Duration::from_millis(100);
+        for attempt in 1..=DETACH_ATTEMPTS {
+            match self.sbxd.detach_network(spec).await {
+                Ok(()) => {
+                    self.retiring
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&spec.slot);
+                    return;
+                }
+                Err(e) if attempt < DETACH_ATTEMPTS => {
+                    tracing::warn!(sandbox = %spec.id, slot = spec.slot, attempt, error = %e, "removing the network of a deleted sandbox; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(sandbox = %spec.id, slot = spec.slot, error = %e, "cannot remove the network of a deleted sandbox; its slot stays out of use until the next start of sbx serve");
+                }
+            }
+        }
     }
 
     /// Waits (up to `limit`) for the networks of deleted sandboxes to be removed.
@@ -1007,7 +1027,10 @@ impl LocalSandboxes {
             }
         }
         // Without sandboxes, and before any was ever made, leave the host's network alone.
-        if ids.is_empty() && !self.sbxd.network_started() && !self.sbxd.has_network_leftovers() {
+        if ids.is_empty()
+            && !self.sbxd.network_started()
+            && !self.sbxd.has_network_leftovers().await
+        {
             return;
         }
         let network = match self.sbxd.network().await {
