@@ -111,7 +111,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
     tracing::info!(
-        platform = state.platform.name(),
+        platform = state.platform_name(),
         mode = %state.config.mode,
         data_dir = %state.config.data_dir.display(),
         "sbx serve listening on http://{local}"
@@ -120,15 +120,14 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let sweeper = tokio::spawn(state.snapshots.clone().sweep_loop());
     let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
     let meter = tokio::spawn(state.metering.clone().accrue_loop());
-    let platform = state.platform.clone();
-    let result = axum::serve(listener, app(state))
+    let result = axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(shutdown_signal())
         .await;
     refresher.abort();
     sweeper.abort();
     tenant_status.abort();
     meter.abort();
-    platform.shutdown().await;
+    state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)
 }

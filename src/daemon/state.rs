@@ -1,4 +1,5 @@
-//! The application state every route shares: configuration, platform and services.
+//! The application state every route shares: configuration and services (routes reach the
+//! platform only through the services).
 use std::sync::Arc;
 
 use crate::daemon::config::Config;
@@ -17,8 +18,8 @@ use crate::daemon::services::tenants::TenantService;
 pub struct AppState {
     /// The resolved configuration.
     pub config: Arc<Config>,
-    /// Where state and sandboxes live.
-    pub platform: Arc<dyn Platform>,
+    /// Where state and sandboxes live (for the daemon's start and stop only).
+    platform: Arc<dyn Platform>,
     /// API keys: minting, revocation, authentication.
     pub keys: Arc<KeyService>,
     /// Sandbox rules over the platform.
@@ -38,6 +39,16 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The platform's name (`local`, `kubernetes`).
+    pub fn platform_name(&self) -> &'static str {
+        self.platform.name()
+    }
+
+    /// Stops the platform's background work (at daemon shutdown).
+    pub async fn shutdown_platform(&self) {
+        self.platform.shutdown().await
+    }
+
     /// Builds the state and its services over a platform.
     pub fn new(config: Config, platform: Arc<dyn Platform>) -> AppState {
         let config = Arc::new(config);

@@ -1,6 +1,9 @@
 //! Wire types and value formats shared by the daemon and the CLI; imports neither side.
+pub mod capabilities;
 pub mod duration;
+pub mod egress;
 pub mod envelope;
+pub mod image_ref;
 pub mod models;
 pub mod names;
 pub mod paths;

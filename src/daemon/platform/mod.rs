@@ -377,3 +377,12 @@ pub trait Platform: Send + Sync + 'static {
     /// a description of where (for the log and `sbx login --bootstrap`).
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String>;
 }
+
+/// This host's node name: its hostname (as a kubelet names its node).
+pub fn host_node_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}

@@ -30,7 +30,7 @@ pub async fn node_storage(
     principal: Principal,
 ) -> ServiceResult<Json<NodeStorage>> {
     principal.require_cluster_role(Role::Operator)?;
-    Ok(Json(state.platform.node_storage().await?))
+    Ok(Json(state.tenants.node_storage().await?))
 }
 
 /// Dedicate a node to a tenant: label, `NoSchedule` taint, and `Tenant.spec.nodes`.

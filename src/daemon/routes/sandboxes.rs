@@ -13,7 +13,6 @@ use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
 use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
-use crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
@@ -132,9 +131,7 @@ pub async fn get_sandbox(
     Query(query): Query<NamespaceQuery>,
 ) -> ServiceResult<Json<Sandbox>> {
     require_read(&state, &principal, query.namespace(), &name).await?;
-    Ok(Json(
-        state.platform.get_sandbox(query.namespace(), &name).await?,
-    ))
+    Ok(Json(state.sandboxes.get(query.namespace(), &name).await?))
 }
 
 /// Delete one sandbox. Irreversible.
@@ -154,10 +151,7 @@ pub async fn delete_sandbox(
         .tenants
         .require_write(&principal, query.namespace())
         .await?;
-    state
-        .platform
-        .delete_sandbox(query.namespace(), &name)
-        .await?;
+    state.sandboxes.delete(query.namespace(), &name).await?;
     Ok(Json(MessageResponse {
         message: format!(
             "sandbox '{name}' deleted from namespace '{}'",
@@ -229,17 +223,9 @@ pub async fn sandbox_logs(
 ) -> ServiceResult<Json<LogsResponse>> {
     let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     require_read(&state, &principal, namespace, &name).await?;
-    // The sandbox must exist before its containers are discussed (404 first).
-    state.platform.get_sandbox(namespace, &name).await?;
-    if query.container != DEFAULT_LOG_CONTAINER {
-        return Err(ServiceError::bad_request(format!(
-            "sandbox '{name}' has no container '{}'; its container is '{DEFAULT_LOG_CONTAINER}'",
-            query.container
-        )));
-    }
     let logs = state
-        .platform
-        .sandbox_logs(namespace, &name, query.tail as usize, query.since)
+        .sandboxes
+        .logs(namespace, &name, &query.container, query.tail, query.since)
         .await?;
     Ok(Json(LogsResponse { logs }))
 }
@@ -292,7 +278,7 @@ pub async fn resume_sandbox(
     let request: ResumeRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     state.tenants.require_write(&principal, namespace).await?;
-    state.platform.resume_sandbox(namespace, &name).await?;
+    state.sandboxes.resume(namespace, &name).await?;
     Ok(Json(MessageResponse {
         message: format!("sandbox '{name}' resumed"),
     }))
@@ -369,10 +355,5 @@ pub async fn sandbox_metrics(
         .tenants
         .require(&principal, query.namespace(), Need::Read)
         .await?;
-    Ok(Json(
-        state
-            .platform
-            .sandbox_metrics(Some(query.namespace()))
-            .await?,
-    ))
+    Ok(Json(state.sandboxes.metrics(query.namespace()).await?))
 }

@@ -60,12 +60,7 @@ pub async fn get_snapshot(
             format!("snapshot '{name}' not found in namespace '{namespace}'")
         })
         .await?;
-    Ok(Json(
-        state
-            .platform
-            .get_snapshot(query.namespace(), &name)
-            .await?,
-    ))
+    Ok(Json(state.snapshots.get(query.namespace(), &name).await?))
 }
 
 /// Delete one snapshot.
@@ -85,10 +80,7 @@ pub async fn delete_snapshot(
         .tenants
         .require_write(&principal, query.namespace())
         .await?;
-    state
-        .platform
-        .delete_snapshot(query.namespace(), &name)
-        .await?;
+    state.snapshots.delete(query.namespace(), &name).await?;
     Ok(Json(MessageResponse {
         message: format!(
             "snapshot '{name}' deleted from namespace '{}'",

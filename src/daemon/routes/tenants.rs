@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::routing::get;
 
 use crate::daemon::auth::Principal;
-use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::error::ServiceResult;
 use crate::daemon::extract::{Created, Json, Path, Query};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
@@ -106,38 +106,10 @@ pub async fn delete_tenant(
     Query(query): Query<DeleteTenantQuery>,
 ) -> ServiceResult<Json<DeleteTenantResponse>> {
     principal.require_cluster_role(Role::Admin)?;
-    let tenant = state.tenants.require_tenant(&name).await?;
-    let held = state
-        .platform
-        .reservation(&tenant.spec.namespaces)
-        .await?
-        .sandboxes;
-    let results = if query.cascade {
-        let mut results = Vec::new();
-        for namespace in &tenant.spec.namespaces {
-            results.extend(state.sandboxes.delete_all(namespace).await?.results);
-        }
-        if let Some(failed) = results.iter().find(|r| !r.success) {
-            return Err(ServiceError::conflict(format!(
-                "tenant '{name}' is kept: sandbox '{}' could not be deleted: {}",
-                failed.name,
-                failed.error.clone().unwrap_or_default()
-            )));
-        }
-        Some(results)
-    } else if held > 0 {
-        return Err(ServiceError::conflict(format!(
-            "tenant '{name}' still has {held} sandbox(es): delete them first or pass cascade=true"
-        )));
-    } else {
-        None
-    };
-    state.tenants.remove(&name).await?;
-    Ok(Json(DeleteTenantResponse {
-        message: match &results {
-            Some(r) => format!("tenant '{name}' deleted with its {} sandbox(es)", r.len()),
-            None => format!("tenant '{name}' deleted"),
-        },
-        results,
-    }))
+    Ok(Json(
+        state
+            .tenants
+            .delete(&name, query.cascade, &state.sandboxes)
+            .await?,
+    ))
 }

@@ -12,9 +12,6 @@ use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::models::usage::{UsageQuery, UsageResponse};
 
-/// The configuration key naming the metrics server.
-pub const METRICS_URL_KEY: &str = "metering.metricsUrl";
-
 /// Routes of this module.
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/usage", get(usage))

@@ -3,7 +3,6 @@
 //! sandbox's network namespace and its `/etc` files.
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use oci_spec::runtime::{
     Arch, Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
@@ -15,76 +14,14 @@ use oci_spec::runtime::{
 
 use crate::daemon::runtime::RuntimeError;
 use crate::daemon::runtime::idmap::IdMap;
+pub use crate::shared::capabilities::{NON_ROOT_ID, parse_capability};
 
-/// UID/GID of non-root sandboxes (the contract's 65532).
-pub const NON_ROOT_ID: u32 = 65532;
 /// CFS period used for CPU quotas, microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
 /// Default cap on processes in one sandbox.
 pub const DEFAULT_PIDS_LIMIT: i64 = 4096;
 /// Environment every sandbox gets unless the image or env file sets it.
 pub const DEFAULT_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The container runtime's usual default set, what `cap_drop` (without `ALL`) subtracts from.
-pub const DEFAULT_CAPS: [&str; 14] = [
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FSETID",
-    "FOWNER",
-    "MKNOD",
-    "NET_RAW",
-    "SETGID",
-    "SETUID",
-    "SETFCAP",
-    "SETPCAP",
-    "NET_BIND_SERVICE",
-    "SYS_CHROOT",
-    "KILL",
-    "AUDIT_WRITE",
-];
-
-/// Parses a capability name with or without `CAP_`, any case.
-pub fn parse_capability(name: &str) -> Result<Capability, String> {
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
-    Capability::from_str(bare).map_err(|_| format!("unknown capability '{name}'"))
-}
-
-/// The effective capability set from the contract's `cap_drop`/`cap_add`: the default policy
-/// drops `ALL`; a `cap_drop` list without `ALL` subtracts from the runtime default set.
-pub fn capability_set(
-    cap_drop: Option<&[String]>,
-    cap_add: Option<&[String]>,
-) -> Result<Vec<Capability>, String> {
-    let drop_all = match cap_drop {
-        None => true,
-        Some(list) => list.iter().any(|c| c.trim().eq_ignore_ascii_case("ALL")),
-    };
-    let mut set: Vec<Capability> = Vec::new();
-    if !drop_all {
-        let dropped = cap_drop
-            .unwrap_or_default()
-            .iter()
-            .map(|c| parse_capability(c))
-            .collect::<Result<Vec<_>, _>>()?;
-        for name in DEFAULT_CAPS {
-            let cap = parse_capability(name)?;
-            if !dropped.contains(&cap) {
-                set.push(cap);
-            }
-        }
-    }
-    for name in cap_add.unwrap_or_default() {
-        if name.trim().eq_ignore_ascii_case("ALL") {
-            return Err("cap_add: ALL is not allowed; name the capabilities".to_string());
-        }
-        let cap = parse_capability(name)?;
-        if !set.contains(&cap) {
-            set.push(cap);
-        }
-    }
-    Ok(set)
-}
 
 /// Everything that shapes a sandbox's runtime configuration.
 #[derive(Debug, Clone)]
@@ -412,37 +349,7 @@ pub fn merge_env(layers: &[&[String]]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(set: &[Capability]) -> Vec<String> {
-        let mut v: Vec<String> = set.iter().map(|c| c.to_string()).collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn capability_policy() {
-        assert!(capability_set(None, None).unwrap().is_empty());
-        let add = vec!["NET_BIND_SERVICE".to_string(), "cap_chown".to_string()];
-        assert_eq!(
-            names(&capability_set(None, Some(&add)).unwrap()),
-            ["CHOWN", "NET_BIND_SERVICE"]
-        );
-        let drop = vec!["NET_RAW".to_string()];
-        let set = capability_set(Some(&drop), None).unwrap();
-        assert_eq!(set.len(), DEFAULT_CAPS.len() - 1);
-        assert!(!names(&set).contains(&"NET_RAW".to_string()));
-        assert!(
-            capability_set(Some(&["ALL".to_string()]), None)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            capability_set(None, Some(&["FLY".to_string()]))
-                .unwrap_err()
-                .contains("FLY")
-        );
-        assert!(capability_set(None, Some(&["ALL".to_string()])).is_err());
-    }
+    use crate::shared::capabilities::capability_set;
 
     #[test]
     fn env_merges_by_key() {

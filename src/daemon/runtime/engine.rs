@@ -90,9 +90,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// Default exec timeout (DESIGN.md §4).
-pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// Everything needed to (re)create a sandbox's runtime resources; stored by the platform.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxSpec {

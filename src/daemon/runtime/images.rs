@@ -39,6 +39,7 @@ use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::shared::image_ref;
 use crate::shared::timestamp::now_unix;
 
 /// Annotation with an image's full name (containerd, buildkit, sbx's `scripts/mkimage.py`).
@@ -812,27 +813,14 @@ impl ImageStore {
     }
 }
 
-/// Parses a reference, with a message that says what is expected.
+/// Parses a reference ([`image_ref::parse_reference`]).
 fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
-    let trimmed = reference.trim();
-    if trimmed.is_empty() {
-        return Err(ImageError::InvalidReference(
-            "the image reference is empty".into(),
-        ));
-    }
-    trimmed.parse::<Reference>().map_err(|e| {
-        ImageError::InvalidReference(format!(
-            "invalid image reference '{}': {e}; expected [REGISTRY/]REPOSITORY[:TAG][@DIGEST] \
-             in lower case, e.g. busybox or 127.0.0.1:5000/team/app:1",
-            clip(trimmed, 200)
-        ))
-    })
+    image_ref::parse_reference(reference).map_err(ImageError::InvalidReference)
 }
 
-/// The canonical form of an image reference: `busybox` → `docker.io/library/busybox:latest`;
-/// references with a registry, tags and digests are kept as given.
+/// The canonical form of an image reference ([`image_ref::normalize_reference`]).
 pub fn normalize_reference(reference: &str) -> Result<String, ImageError> {
-    parse_reference(reference).map(|r| r.whole())
+    image_ref::normalize_reference(reference).map_err(ImageError::InvalidReference)
 }
 
 /// `os/architecture` of this host in OCI terms.

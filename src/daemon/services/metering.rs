@@ -19,6 +19,8 @@ use crate::daemon::services::tenants::TenantService;
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::usage::{GroupKey, UsageRow};
 
+/// The configuration key naming the metrics server.
+pub const METRICS_URL_KEY: &str = "metering.metricsUrl";
 /// How often usage is accrued between scrapes.
 pub const ACCRUE_EVERY: Duration = Duration::from_secs(5);
 /// How long the series of a sandbox that is gone stay exported (so that a scrape sees
@@ -390,7 +392,7 @@ impl Metering {
         let Some(base) = &self.metrics_url else {
             return Err(ServiceError::bad_request(format!(
                 "usage showback is not configured: set {} to the metrics server's URL",
-                crate::daemon::routes::usage::METRICS_URL_KEY
+                METRICS_URL_KEY
             )));
         };
         let window = (to - from).max(1);

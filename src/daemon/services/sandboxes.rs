@@ -9,14 +9,14 @@ use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
-use crate::daemon::runtime::bundle::{NON_ROOT_ID, capability_set};
-use crate::daemon::runtime::engine::DEFAULT_EXEC_TIMEOUT;
-use crate::daemon::runtime::images::normalize_reference;
-use crate::daemon::runtime::network::Egress;
 use crate::daemon::services::tenants::{Ask, Need, Owner, TenantService};
+use crate::shared::capabilities::{NON_ROOT_ID, capability_set};
+use crate::shared::egress::Egress;
 use crate::shared::envelope::{DataEnvelope, ErrorCode};
+use crate::shared::image_ref::normalize_reference;
 use crate::shared::models::sandbox::{
-    CreateSandboxRequest, DeleteAllResponse, DeleteResult, ExecResponse,
+    CreateSandboxRequest, DEFAULT_EXEC_TIMEOUT, DEFAULT_LOG_CONTAINER, DeleteAllResponse,
+    DeleteResult, ExecResponse, Sandbox, SandboxMetrics,
 };
 use crate::shared::names;
 use crate::shared::timestamp::now_unix;
@@ -342,7 +342,7 @@ impl SandboxService {
         names::validate_dns_label("sandbox name", &name).map_err(bad)?;
         let image = request.require_image().map_err(bad)?.trim().to_string();
         // A malformed reference is the caller's mistake now, not a Failed sandbox later.
-        normalize_reference(&image).map_err(|e| bad(e.to_string()))?;
+        normalize_reference(&image).map_err(bad)?;
         let namespace = request.namespace().to_string();
         names::validate_dns_label("namespace", &namespace).map_err(bad)?;
         let available = self.platform.backends();
@@ -463,6 +463,50 @@ impl SandboxService {
             })
             .await?;
         Ok(new)
+    }
+
+    /// One sandbox.
+    pub async fn get(&self, namespace: &str, name: &str) -> ServiceResult<Sandbox> {
+        Ok(self.platform.get_sandbox(namespace, name).await?)
+    }
+
+    /// Deletes one sandbox.
+    pub async fn delete(&self, namespace: &str, name: &str) -> ServiceResult<()> {
+        Ok(self.platform.delete_sandbox(namespace, name).await?)
+    }
+
+    /// Thaws a paused sandbox.
+    pub async fn resume(&self, namespace: &str, name: &str) -> ServiceResult<()> {
+        Ok(self.platform.resume_sandbox(namespace, name).await?)
+    }
+
+    /// CPU and memory of a namespace's sandboxes.
+    pub async fn metrics(&self, namespace: &str) -> ServiceResult<Vec<SandboxMetrics>> {
+        Ok(self.platform.sandbox_metrics(Some(namespace)).await?)
+    }
+
+    /// The last `tail` lines of the last `since_secs` seconds of a sandbox's log. The sandbox
+    /// must exist before its containers are discussed (404 first); its one container is
+    /// [`DEFAULT_LOG_CONTAINER`] (400 for another).
+    pub async fn logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: u64,
+        since_secs: u64,
+    ) -> ServiceResult<String> {
+        self.platform.get_sandbox(namespace, name).await?;
+        if container != DEFAULT_LOG_CONTAINER {
+            return Err(ServiceError::bad_request(format!(
+                "sandbox '{name}' has no container '{container}'; its container is \
+                 '{DEFAULT_LOG_CONTAINER}'"
+            )));
+        }
+        Ok(self
+            .platform
+            .sandbox_logs(namespace, name, tail as usize, since_secs)
+            .await?)
     }
 
     /// Deletes every sandbox of a namespace, reporting each.

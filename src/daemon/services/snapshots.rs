@@ -7,9 +7,9 @@ use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
-use crate::daemon::runtime::images::normalize_reference;
 use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Nodes, Sizing, apply_tenant_policy};
 use crate::daemon::services::tenants::{Need, TenantService};
+use crate::shared::image_ref::normalize_reference;
 use crate::shared::models::DEFAULT_NAMESPACE;
 use crate::shared::models::identity::Role;
 use crate::shared::models::sandbox::{CreateSnapshotRequest, ForkRequest, SandboxStatus};
@@ -163,6 +163,16 @@ impl SnapshotService {
         Ok((new_name.to_string(), namespace))
     }
 
+    /// One snapshot.
+    pub async fn get(&self, namespace: &str, name: &str) -> ServiceResult<Snapshot> {
+        Ok(self.platform.get_snapshot(namespace, name).await?)
+    }
+
+    /// Deletes one snapshot.
+    pub async fn delete(&self, namespace: &str, name: &str) -> ServiceResult<()> {
+        Ok(self.platform.delete_snapshot(namespace, name).await?)
+    }
+
     /// `GET /snapshots`.
     pub async fn list(
         &self,
@@ -231,7 +241,7 @@ impl SnapshotService {
             }
         }
         if let Some(image) = overrides.image.as_deref().filter(|i| !i.trim().is_empty()) {
-            normalize_reference(image.trim()).map_err(|e| bad(e.to_string()))?;
+            normalize_reference(image.trim()).map_err(bad)?;
         }
         let limits = overrides
             .limits

@@ -10,11 +10,13 @@ use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{Platform, PlatformError, Reservation, StoredTenant};
+use crate::daemon::services::sandboxes::SandboxService;
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::identity::Role;
+use crate::shared::models::node::NodeStorage;
 use crate::shared::models::tenant::{
-    CreateTenantRequest, PatchTenantRequest, Tenant, TenantQuotas, TenantSpec, TenantStatus,
-    TenantUsage,
+    CreateTenantRequest, DeleteTenantResponse, PatchTenantRequest, Tenant, TenantQuotas,
+    TenantSpec, TenantStatus, TenantUsage,
 };
 use crate::shared::names;
 use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
@@ -500,8 +502,54 @@ impl TenantService {
         self.read_form(tenant).await
     }
 
-    /// Removes a tenant once the caller has dealt with its sandboxes.
-    pub async fn remove(&self, name: &str) -> ServiceResult<()> {
+    /// `DELETE /tenants/{name}`: refused (409) while the tenant has sandboxes, unless
+    /// `cascade`, which deletes them first and keeps the tenant (409) if one cannot be.
+    pub async fn delete(
+        &self,
+        name: &str,
+        cascade: bool,
+        sandboxes: &SandboxService,
+    ) -> ServiceResult<DeleteTenantResponse> {
+        let tenant = self.stored(name).await?;
+        let results = if cascade {
+            let mut results = Vec::new();
+            for namespace in &tenant.spec.namespaces {
+                results.extend(sandboxes.delete_all(namespace).await?.results);
+            }
+            if let Some(failed) = results.iter().find(|r| !r.success) {
+                return Err(ServiceError::conflict(format!(
+                    "tenant '{name}' is kept: sandbox '{}' could not be deleted: {}",
+                    failed.name,
+                    failed.error.clone().unwrap_or_default()
+                )));
+            }
+            Some(results)
+        } else {
+            let held = self
+                .platform
+                .reservation(&tenant.spec.namespaces)
+                .await?
+                .sandboxes;
+            if held > 0 {
+                return Err(ServiceError::conflict(format!(
+                    "tenant '{name}' still has {held} sandbox(es): delete them first or pass \
+                     cascade=true"
+                )));
+            }
+            None
+        };
+        self.remove(name).await?;
+        Ok(DeleteTenantResponse {
+            message: match &results {
+                Some(r) => format!("tenant '{name}' deleted with its {} sandbox(es)", r.len()),
+                None => format!("tenant '{name}' deleted"),
+            },
+            results,
+        })
+    }
+
+    /// Removes a tenant once its sandboxes are dealt with.
+    async fn remove(&self, name: &str) -> ServiceResult<()> {
         let _writes = self.writes.lock().await;
         self.platform.delete_tenant(name).await?;
         self.reload().await?;
@@ -556,6 +604,11 @@ impl TenantService {
         }
         tracing::info!(node, %tenant, "node undedicated");
         Ok(Some(tenant))
+    }
+
+    /// `GET /nodes/storage`: every node's storage pools, or why they cannot be read.
+    pub async fn node_storage(&self) -> ServiceResult<NodeStorage> {
+        Ok(self.platform.node_storage().await?)
     }
 
     async fn require_node(&self, node: &str) -> ServiceResult<()> {

@@ -12,6 +12,8 @@ pub const DEFAULT_LOG_CONTAINER: &str = "sandbox";
 
 /// Trailing log lines returned when the logs query names no `tail`.
 pub const DEFAULT_LOG_TAIL: u64 = 200;
+/// Exec timeout when the request names none (DESIGN.md §4).
+pub const DEFAULT_EXEC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The namespace a request names, or [`DEFAULT_NAMESPACE`] when it names none.
 pub fn namespace_or_default(namespace: Option<&str>) -> &str {

@@ -225,7 +225,7 @@ impl KubernetesPlatform {
             .map_err(|e| PlatformError::Unavailable(format!("getrandom: {e}")))?;
         let identity = format!(
             "{}-{}-{}",
-            crate::daemon::platform::local::sandboxes::host_node_name(),
+            crate::daemon::platform::host_node_name(),
             std::process::id(),
             hex::encode(nonce)
         );

@@ -89,7 +89,7 @@ impl LocalPlatform {
             sandboxes: OnceLock::new(),
             max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
             disk_pool: PathBuf::from(storage::DEFAULT_DISK_POOL),
-            node: sandboxes::host_node_name(),
+            node: super::host_node_name(),
         })
     }
 

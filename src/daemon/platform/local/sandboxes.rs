@@ -164,7 +164,7 @@ impl LocalSandboxes {
             cpu_samples: StdMutex::new(HashMap::new()),
             retiring: StdMutex::new(HashSet::new()),
             version: AtomicU64::new(1),
-            node: host_node_name(),
+            node: crate::daemon::platform::host_node_name(),
             layers_lock: Mutex::new(()),
         });
         manager.reconcile().await;
@@ -1091,13 +1091,4 @@ impl LocalSandboxes {
             }
         }
     }
-}
-
-/// This host's node name: its hostname (as a kubelet names its node).
-pub fn host_node_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
 }

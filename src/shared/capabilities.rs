@@ -1,0 +1,105 @@
+//! Linux capabilities of a sandbox from the contract's `cap_drop`/`cap_add`, and the non-root
+//! ids: one rule for the daemon (which builds the runtime configuration or the Pod from it)
+//! and the CLI. Names are checked against `oci-spec`'s capability list.
+use std::str::FromStr;
+
+use oci_spec::runtime::Capability;
+
+/// UID/GID of non-root sandboxes (the contract's 65532).
+pub const NON_ROOT_ID: u32 = 65532;
+/// The container runtime's usual default set, what `cap_drop` (without `ALL`) subtracts from.
+pub const DEFAULT_CAPS: [&str; 14] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// Parses a capability name with or without `CAP_`, any case.
+pub fn parse_capability(name: &str) -> Result<Capability, String> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    Capability::from_str(bare).map_err(|_| format!("unknown capability '{name}'"))
+}
+
+/// The effective capability set from the contract's `cap_drop`/`cap_add`: the default policy
+/// drops `ALL`; a `cap_drop` list without `ALL` subtracts from the runtime default set.
+pub fn capability_set(
+    cap_drop: Option<&[String]>,
+    cap_add: Option<&[String]>,
+) -> Result<Vec<Capability>, String> {
+    let drop_all = match cap_drop {
+        None => true,
+        Some(list) => list.iter().any(|c| c.trim().eq_ignore_ascii_case("ALL")),
+    };
+    let mut set: Vec<Capability> = Vec::new();
+    if !drop_all {
+        let dropped = cap_drop
+            .unwrap_or_default()
+            .iter()
+            .map(|c| parse_capability(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        for name in DEFAULT_CAPS {
+            let cap = parse_capability(name)?;
+            if !dropped.contains(&cap) {
+                set.push(cap);
+            }
+        }
+    }
+    for name in cap_add.unwrap_or_default() {
+        if name.trim().eq_ignore_ascii_case("ALL") {
+            return Err("cap_add: ALL is not allowed; name the capabilities".to_string());
+        }
+        let cap = parse_capability(name)?;
+        if !set.contains(&cap) {
+            set.push(cap);
+        }
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(set: &[Capability]) -> Vec<String> {
+        let mut v: Vec<String> = set.iter().map(|c| c.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn capability_policy() {
+        assert!(capability_set(None, None).unwrap().is_empty());
+        let add = vec!["NET_BIND_SERVICE".to_string(), "cap_chown".to_string()];
+        assert_eq!(
+            names(&capability_set(None, Some(&add)).unwrap()),
+            ["CHOWN", "NET_BIND_SERVICE"]
+        );
+        let drop = vec!["NET_RAW".to_string()];
+        let set = capability_set(Some(&drop), None).unwrap();
+        assert_eq!(set.len(), DEFAULT_CAPS.len() - 1);
+        assert!(!names(&set).contains(&"NET_RAW".to_string()));
+        assert!(
+            capability_set(Some(&["ALL".to_string()]), None)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            capability_set(None, Some(&["FLY".to_string()]))
+                .unwrap_err()
+                .contains("FLY")
+        );
+        assert!(capability_set(None, Some(&["ALL".to_string()])).is_err());
+    }
+}
