@@ -54,14 +54,16 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
             if let Some(path) = &config.nodes.disk_pool_path {
                 platform.set_disk_pool(path.clone());
             }
-            if let Some(store) = platform.image_store() {
-                for archive in &config.images.preload {
-                    let images = store.import_archive(archive).await.map_err(|e| {
+            for archive in &config.images.preload {
+                let images = platform
+                    .image_store()
+                    .import_archive(archive)
+                    .await
+                    .map_err(|e| {
                         ServeError::Startup(format!("cannot import {}: {e}", archive.display()))
                     })?;
-                    for image in images {
-                        tracing::info!(reference = %image.reference, archive = %archive.display(), "image imported");
-                    }
+                for image in images {
+                    tracing::info!(reference = %image.reference, archive = %archive.display(), "image imported");
                 }
             }
             platform

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::daemon::config::Config;
 use crate::daemon::oidc::OidcVerifier;
 use crate::daemon::platform::Platform;
-use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::services::bindings::BindingService;
+use crate::daemon::services::images::ImageService;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::metering::Metering;
 use crate::daemon::services::sandboxes::SandboxService;
@@ -34,8 +34,8 @@ pub struct AppState {
     pub metering: Arc<Metering>,
     /// Bearer-JWT verification, when `[oidc]` is configured.
     pub oidc: Option<Arc<OidcVerifier>>,
-    /// The host's image store (local platform only).
-    pub images: Option<Arc<ImageStore>>,
+    /// Images: the host's store (local platform only).
+    pub images: Arc<ImageService>,
 }
 
 impl AppState {
@@ -59,7 +59,7 @@ impl AppState {
             tenants.clone(),
             config.mode,
         ));
-        let images = platform.image_store();
+        let images = Arc::new(ImageService::new(platform.images()));
         let bindings = Arc::new(BindingService::new(platform.clone()));
         let metering = Arc::new(Metering::new(
             platform.clone(),

@@ -1,6 +1,7 @@
 //! The platform seam (DESIGN.md §2): what the services need from the place where state and
 //! sandboxes live. `local` is SQLite + sbxd on this host; a Kubernetes implementation slots
 //! in beside it.
+pub mod images;
 pub mod kubernetes;
 pub mod local;
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::daemon::runtime::images::ImageStore;
+use crate::daemon::platform::images::ImageBackend;
 use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
@@ -40,6 +41,9 @@ pub enum PlatformError {
     /// The state store failed.
     #[error("state store: {0}")]
     Store(String),
+    /// The image store failed.
+    #[error("image store: {0}")]
+    ImageStore(String),
     /// A file under the data dir could not be written.
     #[error("{context}: {source}")]
     Io {
@@ -368,7 +372,9 @@ pub trait Platform: Send + Sync + 'static {
 
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.
-    fn image_store(&self) -> Option<Arc<ImageStore>>;
+    fn images(&self) -> Option<Arc<dyn ImageBackend>> {
+        None
+    }
 
     /// Finishes background work before the daemon exits (bounded; sandboxes keep running).
     async fn shutdown(&self) {}

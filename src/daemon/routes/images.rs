@@ -11,7 +11,6 @@ use tokio::io::AsyncWriteExt;
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Json, Query};
-use crate::daemon::runtime::images::{Image, ImageError, repository_from_file_name};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
 use crate::shared::models::identity::Role;
@@ -34,38 +33,6 @@ pub fn router() -> Router<AppState> {
             // buffered bodies does not apply, and the handler enforces its own.
             post(import_images).layer(DefaultBodyLimit::disable()),
         )
-}
-
-impl From<ImageError> for ServiceError {
-    fn from(error: ImageError) -> Self {
-        if error.is_caller_error() {
-            ServiceError::bad_request(error.to_string())
-        } else {
-            ServiceError::internal(error)
-        }
-    }
-}
-
-/// The host's image store, or 404 where the platform has none (on Kubernetes the nodes pull).
-fn store(
-    state: &AppState,
-) -> ServiceResult<&std::sync::Arc<crate::daemon::runtime::images::ImageStore>> {
-    state.images.as_ref().ok_or_else(|| {
-        ServiceError::not_found("this platform has no image store: the cluster's nodes pull images")
-    })
-}
-
-/// The wire record of an image.
-pub fn image_record(image: &Image) -> ImageRecord {
-    ImageRecord {
-        reference: image.reference.clone(),
-        digest: image.digest.clone(),
-        layers: image.layers.len(),
-        size_bytes: image.size_bytes,
-        created: image.created,
-        entrypoint: image.config.entrypoint.clone(),
-        cmd: image.config.cmd.clone(),
-    }
 }
 
 /// Who may import, and whether the body is announced as an archive.
@@ -110,9 +77,7 @@ pub async fn list_images(
     State(state): State<AppState>,
     _principal: Principal,
 ) -> ServiceResult<Json<Vec<ImageRecord>>> {
-    Ok(Json(
-        store(&state)?.list().iter().map(image_record).collect(),
-    ))
+    Ok(Json(state.images.list()?))
 }
 
 /// Pull an image from its registry into the host's store (any role but `read-only`). Layers
@@ -129,18 +94,8 @@ pub async fn pull_image(
     Json(request): Json<PullImageRequest>,
 ) -> ServiceResult<(StatusCode, Json<ImageRecord>)> {
     principal.require_write()?;
-    let reference = request
-        .reference
-        .as_deref()
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .ok_or_else(|| {
-            ServiceError::bad_request(
-                "missing required field `reference`: the image to pull, e.g. busybox:latest",
-            )
-        })?;
-    let image = store(&state)?.pull(reference).await?;
-    Ok((StatusCode::CREATED, Json(image_record(&image))))
+    let image = state.images.pull(&request).await?;
+    Ok((StatusCode::CREATED, Json(image)))
 }
 
 /// Import the images of an OCI image-layout archive sent as the body (`Content-Type:
@@ -167,10 +122,11 @@ pub async fn import_images(
         discard(body).await;
         return Err(rejection);
     }
-    let upload = store(&state)?.new_upload();
-    let mut file = tokio::fs::File::create(upload.path()).await.map_err(|e| {
-        ServiceError::internal(format!("cannot create {}: {e}", upload.path().display()))
-    })?;
+    let upload = state.images.new_upload()?;
+    let path = (*upload).as_ref();
+    let mut file = tokio::fs::File::create(path)
+        .await
+        .map_err(|e| ServiceError::internal(format!("cannot create {}: {e}", path.display())))?;
     let mut stream = body.into_data_stream();
     let mut received = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -195,22 +151,9 @@ pub async fn import_images(
         .await
         .map_err(|e| ServiceError::internal(format!("cannot write the upload: {e}")))?;
     drop(file);
-    if received == 0 {
-        return Err(ServiceError::bad_request(
-            "the request body is empty: send an OCI image archive (e.g. `sbx image import FILE`)",
-        ));
-    }
-    let fallback = query
-        .file_name
-        .as_deref()
-        .and_then(repository_from_file_name);
-    let images = store(&state)?
-        .import_archive_as(upload.path(), fallback.as_deref())
+    let images = state
+        .images
+        .import(path, received, query.file_name.as_deref())
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(ImportImagesResponse {
-            images: images.iter().map(image_record).collect(),
-        }),
-    ))
+    Ok((StatusCode::CREATED, Json(ImportImagesResponse { images })))
 }

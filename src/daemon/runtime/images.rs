@@ -185,6 +185,12 @@ impl Upload {
     }
 }
 
+impl AsRef<Path> for Upload {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
 /// Where the bytes of a layer come from.
 enum LayerSource<'a> {
     /// A registry blob of this image.

@@ -33,7 +33,6 @@ use crate::daemon::platform::{
     HeldLock, MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult,
     Reservation, RestorePlan, StoredKey, StoredTenant,
 };
-use crate::daemon::runtime::images::ImageStore;
 use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
@@ -1063,10 +1062,6 @@ impl Platform for KubernetesPlatform {
 
     async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
         lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
-    }
-
-    fn image_store(&self) -> Option<Arc<ImageStore>> {
-        None
     }
 
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {

@@ -1,6 +1,7 @@
 //! The local platform (embedded default): state in SQLite under the data dir, sandboxes on
 //! this host through the sbxd runtime.
 mod db;
+mod images;
 pub mod sandboxes;
 pub mod snapshots;
 pub mod storage;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
+use crate::daemon::platform::images::ImageBackend;
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
     Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
@@ -91,6 +93,11 @@ impl LocalPlatform {
             disk_pool: PathBuf::from(storage::DEFAULT_DISK_POOL),
             node: super::host_node_name(),
         })
+    }
+
+    /// The host's image store (images preloaded at start-up go straight in).
+    pub fn image_store(&self) -> Arc<ImageStore> {
+        self.images.clone()
     }
 
     /// Where the k7d disk pool is mounted (`[nodes] diskPoolPath`).
@@ -595,7 +602,7 @@ impl Platform for LocalPlatform {
         Ok(self.sandboxes()?.gc(namespace, keep_for, dry_run).await)
     }
 
-    fn image_store(&self) -> Option<Arc<ImageStore>> {
+    fn images(&self) -> Option<Arc<dyn ImageBackend>> {
         Some(self.images.clone())
     }
 
