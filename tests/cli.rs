@@ -245,6 +245,25 @@ fn completions_print_scripts() {
     }
 }
 
+/// Output piped into a reader that stops early (`| head -1`) ends the command quietly, as
+/// `cat` does: no panic, no message.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let config = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' completions bash | head -c 1 >/dev/null",
+            common::sbx_bin()
+        ))
+        .env("SBX_CONFIG_DIR", config.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
 #[test]
 fn serve_reports_bad_configuration_and_exits_non_zero() {
     let config = tempfile::tempdir().unwrap();

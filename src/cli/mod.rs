@@ -132,6 +132,15 @@ pub fn main() -> ExitCode {
     if let Command::Shim(args) = &cli.command {
         return ExitCode::from(crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8);
     }
+    if !matches!(cli.command, Command::Serve(_)) {
+        // A client command whose reader goes away (`sbx key list | head -1`) ends quietly, as
+        // `cat` does, instead of failing on the next write. The daemon keeps Rust's default
+        // (SIGPIPE ignored): a client hanging up must never stop it.
+        // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     init_tracing(&cli);
     let runtime = if matches!(cli.command, Command::Serve(_)) {
         tokio::runtime::Builder::new_multi_thread()
