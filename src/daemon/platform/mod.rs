@@ -1,6 +1,8 @@
-//! The platform seam (DESIGN.md §2): what the services need from the place where state and
-//! sandboxes live. `local` is SQLite + sbxd on this host; a Kubernetes implementation slots
-//! in beside it.
+//! The platform seams (DESIGN.md §2): what the services need from the place where state and
+//! sandboxes live, split by concern — [`IdentityStore`], [`TenantStore`], [`SandboxBackend`],
+//! [`SnapshotBackend`], the [`images::ImageBackend`] — with [`Platform`] as their sum. `local`
+//! is SQLite + sbxd on this host, `kubernetes` the cluster's objects; each has one file per
+//! seam where the seam is split out (`identity.rs`, `tenants.rs`).
 pub mod images;
 pub mod kubernetes;
 pub mod local;
@@ -224,66 +226,104 @@ pub struct Metering {
     pub snapshot_bytes: std::collections::BTreeMap<String, u64>,
 }
 
-/// Everything the service layer asks of a platform.
+/// Identity: API keys (hashes only), role bindings and the first admin token.
 #[async_trait]
-pub trait Platform: Send + Sync + 'static {
-    /// Short name for logs (`local`, `kubernetes`).
-    fn name(&self) -> &'static str;
-    /// The backends this platform runs sandboxes on, its default first.
-    fn backends(&self) -> &'static [&'static str];
-
+pub trait IdentityStore: Send + Sync {
     /// Every stored key.
     async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>>;
+
     /// Stores a new key.
     async fn insert_key(&self, key: &StoredKey) -> PlatformResult<()>;
+
     /// Deletes every key with this name, returning their ids.
     async fn delete_keys_named(&self, name: &str) -> PlatformResult<Vec<String>>;
+
     /// Records a successful authentication of a key.
     async fn touch_key(&self, id: &str, at: i64) -> PlatformResult<()>;
 
     /// The role-binding document (empty when never written).
     async fn role_bindings(&self) -> PlatformResult<RoleBindings>;
+
     /// Replaces the role-binding document.
     async fn put_role_bindings(&self, document: &RoleBindings) -> PlatformResult<()>;
 
+    /// Stores the first admin token where only the service's operator can read it; returns
+    /// a description of where (for the log and `sbx login --bootstrap`).
+    async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String>;
+}
+
+/// Tenancy: tenants, nodes and their dedications, placement facts, quota usage and locks,
+/// metering samples.
+#[async_trait]
+pub trait TenantStore: Send + Sync {
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;
+
     /// Every tenant, by name.
     async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>>;
+
     /// Stores a new tenant (`AlreadyExists` when the name is taken).
     async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
+
     /// Replaces a tenant's spec and generation (`NotFound` when absent).
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
+
     /// Removes a tenant (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
+
     /// The cluster's node names (local: this host).
     async fn node_names(&self) -> PlatformResult<Vec<String>>;
+
     /// Storage pools per node.
     async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage>;
+
     /// Nodes dedicated to a tenant: node -> tenant.
     async fn node_dedications(&self) -> PlatformResult<std::collections::BTreeMap<String, String>>;
+
     /// Dedicates a node to a tenant (`None`: undedicates it).
     async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()>;
+
     /// What every sandbox and snapshot holds now (usage metering).
     async fn metering(&self) -> PlatformResult<Metering>;
+
     /// What the sandboxes and snapshots of these namespaces reserve.
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
+
     /// The limits of one sandbox (`sandboxes` is 1): what a fork of it reserves.
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;
+
     /// The limits recorded with a snapshot: what a restore of it reserves before overrides.
     async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;
 
+    /// Takes a tenant's lock shared with other replicas for a quota check (the in-process lock
+    /// is taken first).
+    async fn lock_tenant(&self, _tenant: &str) -> PlatformResult<HeldLock> {
+        Ok(HeldLock::none())
+    }
+}
+
+/// Sandboxes: create, read, exec, logs, pause/resume, metrics, delete.
+#[async_trait]
+pub trait SandboxBackend: Send + Sync {
+    /// The backends this platform runs sandboxes on, its default first.
+    fn backends(&self) -> &'static [&'static str];
+
     /// Creates a sandbox; it becomes Ready asynchronously.
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()>;
+
     /// Sandboxes of one namespace, or of all when `None`.
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>>;
+
     /// A number that changes whenever any sandbox record changes (for caching lists);
     /// `None` when the platform cannot tell.
     fn sandboxes_version(&self) -> Option<u64>;
+
     /// One sandbox.
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox>;
+
     /// Deletes a sandbox and everything it made.
     async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+
     /// Runs a shell command in a sandbox.
     async fn exec_sandbox(
         &self,
@@ -292,6 +332,7 @@ pub trait Platform: Send + Sync + 'static {
         command: &str,
         timeout: Duration,
     ) -> PlatformResult<ExecResponse>;
+
     /// A snapshot of a sandbox's log: the last `tail` lines of the last `since` seconds.
     async fn sandbox_logs(
         &self,
@@ -300,16 +341,24 @@ pub trait Platform: Send + Sync + 'static {
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String>;
+
     /// Freezes a sandbox.
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+
     /// Thaws a sandbox.
     async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+
     /// CPU and memory of the sandboxes of a namespace (all when `None`).
     async fn sandbox_metrics(&self, namespace: Option<&str>)
     -> PlatformResult<Vec<SandboxMetrics>>;
+
     /// The longest exec this platform allows.
     fn max_exec_timeout(&self) -> Duration;
+}
 
+/// Snapshots: named and pause snapshots, fork, restore, GC.
+#[async_trait]
+pub trait SnapshotBackend: Send + Sync {
     /// Snapshots a running or paused sandbox without pausing it.
     async fn snapshot_sandbox(
         &self,
@@ -318,6 +367,7 @@ pub trait Platform: Send + Sync + 'static {
         snapshot: &str,
         kind: SnapshotKind,
     ) -> PlatformResult<()>;
+
     /// Pauses a sandbox and snapshots it while frozen (kind `pause`).
     async fn pause_sandbox_with_snapshot(
         &self,
@@ -325,6 +375,7 @@ pub trait Platform: Send + Sync + 'static {
         sandbox: &str,
         snapshot: &str,
     ) -> PlatformResult<()>;
+
     /// Clones a sandbox into `new_name` (cold: its files; `warm`: its running processes
     /// too); returns when the clone runs.
     async fn fork_sandbox(
@@ -335,6 +386,7 @@ pub trait Platform: Send + Sync + 'static {
         snapshot: Option<&str>,
         warm: bool,
     ) -> PlatformResult<()>;
+
     /// Snapshots, filtered by namespace (all when `None`), source sandbox and kind.
     async fn list_snapshots(
         &self,
@@ -342,14 +394,19 @@ pub trait Platform: Send + Sync + 'static {
         sandbox: Option<&str>,
         kind: Option<SnapshotKind>,
     ) -> PlatformResult<Vec<Snapshot>>;
+
     /// One snapshot.
     async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot>;
+
     /// The backend a snapshot was taken on (its `source-backend`).
     async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String>;
+
     /// Deletes a snapshot.
     async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()>;
+
     /// Creates a sandbox from a snapshot.
     async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()>;
+
     /// Deletes `fork` snapshots older than `keep_for` (reports only, with `dry_run`).
     async fn gc_snapshots(
         &self,
@@ -357,17 +414,21 @@ pub trait Platform: Send + Sync + 'static {
         keep_for: Duration,
         dry_run: bool,
     ) -> PlatformResult<Vec<GcResult>>;
+}
+
+/// Everything the service layer asks of a platform: the sum of its seams (identity, tenancy,
+/// sandboxes, snapshots), the image store where it has one, and its own start and stop.
+#[async_trait]
+pub trait Platform:
+    IdentityStore + TenantStore + SandboxBackend + SnapshotBackend + Send + Sync + 'static
+{
+    /// Short name for logs (`local`, `kubernetes`).
+    fn name(&self) -> &'static str;
 
     /// Whether this replica runs the cluster-wide periodic work (the scheduled GC sweep, the
     /// tenant status refresh): the holder of the leader Lease; always, with one replica.
     fn is_leader(&self) -> bool {
         true
-    }
-
-    /// Takes a tenant's lock shared with other replicas for a quota check (the in-process lock
-    /// is taken first).
-    async fn lock_tenant(&self, _tenant: &str) -> PlatformResult<HeldLock> {
-        Ok(HeldLock::none())
     }
 
     /// The image store of this host, where the platform pulls images itself (local);
@@ -378,10 +439,6 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Finishes background work before the daemon exits (bounded; sandboxes keep running).
     async fn shutdown(&self) {}
-
-    /// Stores the first admin token where only the service's operator can read it; returns
-    /// a description of where (for the log and `sbx login --bootstrap`).
-    async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String>;
 }
 
 /// This host's node name: its hostname (as a kubelet names its node).

@@ -16,7 +16,7 @@ use super::{
     FIELD_MANAGER, KQL_BACKEND, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed,
     missing, read_managed,
 };
-use crate::daemon::platform::{Platform, PlatformError, PlatformResult, RestorePlan};
+use crate::daemon::platform::{PlatformError, PlatformResult, RestorePlan, SandboxBackend};
 use crate::shared::models::sandbox::{ExecResponse, SandboxMetrics, SandboxStatus};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::quantity::{Quantity, format_cpu_millis, format_mebibytes};

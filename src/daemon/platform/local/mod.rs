@@ -1,10 +1,12 @@
 //! The local platform (embedded default): state in SQLite under the data dir, sandboxes on
 //! this host through the sbxd runtime.
 mod db;
+mod identity;
 mod images;
 pub mod sandboxes;
 pub mod snapshots;
 pub mod storage;
+mod tenants;
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -19,7 +21,7 @@ use crate::daemon::platform::images::ImageBackend;
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
     Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
-    StoredKey, StoredTenant,
+    SandboxBackend, SnapshotBackend, StoredKey, StoredTenant,
 };
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
@@ -180,277 +182,9 @@ fn key_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredKey> {
 }
 
 #[async_trait]
-impl Platform for LocalPlatform {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-
+impl SandboxBackend for LocalPlatform {
     fn backends(&self) -> &'static [&'static str] {
         &["sbxd"]
-    }
-
-    async fn list_keys(&self) -> PlatformResult<Vec<StoredKey>> {
-        self.db
-            .call(|conn| {
-                let mut stmt = conn.prepare_cached(
-                    "SELECT id, name, role, tenant, namespaces, nodes, secret_sha256, created, \
-                     expires, last_used FROM api_keys ORDER BY created, id",
-                )?;
-                let rows = stmt.query_map([], key_from_row)?;
-                rows.collect()
-            })
-            .await
-    }
-
-    async fn insert_key(&self, key: &StoredKey) -> PlatformResult<()> {
-        let key = key.clone();
-        self.db
-            .call(move |conn| {
-                conn.execute(
-                    "INSERT INTO api_keys (id, name, role, tenant, namespaces, nodes, \
-                     secret_sha256, created, expires, last_used) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![
-                        key.key.id,
-                        key.key.name,
-                        key.key.role.as_str(),
-                        key.key.tenant,
-                        json_list(&key.key.namespaces),
-                        json_list(&key.key.nodes),
-                        key.secret_sha256.to_vec(),
-                        key.key.created,
-                        key.key.expires,
-                        key.key.last_used,
-                    ],
-                )?;
-                Ok(())
-            })
-            .await
-    }
-
-    async fn delete_keys_named(&self, name: &str) -> PlatformResult<Vec<String>> {
-        let name = name.to_string();
-        self.db
-            .call(move |conn| {
-                let tx = conn.transaction()?;
-                let ids = {
-                    let mut stmt =
-                        tx.prepare_cached("SELECT id FROM api_keys WHERE name = ?1 ORDER BY id")?;
-                    stmt.query_map([&name], |row| row.get::<_, String>(0))?
-                        .collect::<rusqlite::Result<Vec<_>>>()?
-                };
-                tx.execute("DELETE FROM api_keys WHERE name = ?1", [&name])?;
-                tx.commit()?;
-                Ok(ids)
-            })
-            .await
-    }
-
-    async fn touch_key(&self, id: &str, at: i64) -> PlatformResult<()> {
-        let id = id.to_string();
-        self.db
-            .call(move |conn| {
-                conn.execute(
-                    "UPDATE api_keys SET last_used = ?2 WHERE id = ?1 \
-                     AND (last_used IS NULL OR last_used < ?2)",
-                    params![id, at],
-                )?;
-                Ok(())
-            })
-            .await
-    }
-
-    async fn tenant_exists(&self, name: &str) -> PlatformResult<bool> {
-        let name = name.to_string();
-        self.db
-            .call(move |conn| {
-                conn.query_row("SELECT 1 FROM tenants WHERE name = ?1", [&name], |_| Ok(()))
-                    .optional()
-                    .map(|found| found.is_some())
-            })
-            .await
-    }
-
-    async fn role_bindings(&self) -> PlatformResult<RoleBindings> {
-        let text = self
-            .db
-            .call(|conn| {
-                conn.query_row(
-                    "SELECT document FROM role_bindings WHERE id = 1",
-                    [],
-                    |row| row.get::<_, String>(0),
-                )
-                .optional()
-            })
-            .await?;
-        match text {
-            None => Ok(RoleBindings::default()),
-            Some(text) => serde_json::from_str(&text)
-                .map_err(|e| PlatformError::Store(format!("unreadable role bindings: {e}"))),
-        }
-    }
-
-    async fn put_role_bindings(&self, document: &RoleBindings) -> PlatformResult<()> {
-        let text =
-            serde_json::to_string(document).map_err(|e| PlatformError::Store(e.to_string()))?;
-        self.db
-            .call(move |conn| {
-                conn.execute(
-                    "INSERT INTO role_bindings (id, document) VALUES (1, ?1) \
-                     ON CONFLICT (id) DO UPDATE SET document = excluded.document",
-                    [text],
-                )
-                .map(drop)
-            })
-            .await
-    }
-
-    async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>> {
-        let rows = self
-            .db
-            .call(|conn| {
-                let mut statement = conn
-                    .prepare("SELECT name, spec, generation, created FROM tenants ORDER BY name")?;
-                let rows = statement.query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                })?;
-                rows.collect::<Result<Vec<_>, _>>()
-            })
-            .await?;
-        rows.into_iter()
-            .map(|(name, spec, generation, created)| {
-                let spec = serde_json::from_str(&spec).map_err(|e| {
-                    PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
-                })?;
-                Ok(StoredTenant {
-                    name,
-                    spec,
-                    generation,
-                    created,
-                })
-            })
-            .collect()
-    }
-
-    async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec =
-            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
-        let (name, generation, created) = (tenant.name.clone(), tenant.generation, tenant.created);
-        let inserted = self
-            .db
-            .call(move |conn| {
-                conn.execute(
-                    "INSERT OR IGNORE INTO tenants (name, spec, generation, created) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                    params![name, spec, generation, created],
-                )
-            })
-            .await?;
-        if inserted == 0 {
-            return Err(PlatformError::AlreadyExists(format!(
-                "tenant '{}' already exists",
-                tenant.name
-            )));
-        }
-        Ok(())
-    }
-
-    async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec =
-            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
-        let (name, generation) = (tenant.name.clone(), tenant.generation);
-        let updated = self
-            .db
-            .call(move |conn| {
-                conn.execute(
-                    "UPDATE tenants SET spec = ?2, generation = ?3 WHERE name = ?1",
-                    params![name, spec, generation],
-                )
-            })
-            .await?;
-        if updated == 0 {
-            return Err(tenant_not_found(&tenant.name));
-        }
-        Ok(())
-    }
-
-    async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
-        let owned = name.to_string();
-        let deleted = self
-            .db
-            .call(move |conn| conn.execute("DELETE FROM tenants WHERE name = ?1", [&owned]))
-            .await?;
-        if deleted == 0 {
-            return Err(tenant_not_found(name));
-        }
-        Ok(())
-    }
-
-    async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
-        // With no sandbox runtime there are no sandboxes and no snapshots.
-        match self.sandboxes() {
-            Ok(manager) => Ok(manager.reservation(namespaces).await),
-            Err(_) => Ok(Reservation::default()),
-        }
-    }
-
-    async fn node_names(&self) -> PlatformResult<Vec<String>> {
-        Ok(vec![self.node.clone()])
-    }
-
-    async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage> {
-        let mut out = crate::shared::models::node::NodeStorage::new();
-        out.insert(self.node.clone(), storage::entry(&self.disk_pool).await);
-        Ok(out)
-    }
-
-    async fn node_dedications(&self) -> PlatformResult<std::collections::BTreeMap<String, String>> {
-        self.db
-            .call(|conn| {
-                let mut statement = conn.prepare("SELECT node, tenant FROM node_dedications")?;
-                let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-                rows.collect()
-            })
-            .await
-    }
-
-    async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
-        let (node, tenant) = (node.to_string(), tenant.map(str::to_string));
-        self.db
-            .call(move |conn| {
-                match tenant {
-                    Some(tenant) => conn.execute(
-                        "INSERT INTO node_dedications (node, tenant) VALUES (?1, ?2) \
-                         ON CONFLICT (node) DO UPDATE SET tenant = excluded.tenant",
-                        params![node, tenant],
-                    ),
-                    None => conn.execute("DELETE FROM node_dedications WHERE node = ?1", [node]),
-                }
-                .map(drop)
-            })
-            .await
-    }
-
-    async fn metering(&self) -> PlatformResult<Metering> {
-        match self.sandboxes() {
-            Ok(manager) => Ok(manager.metering().await),
-            Err(_) => Ok(Metering::default()),
-        }
-    }
-
-    async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
-        let record = self.sandboxes()?.record(namespace, name).await?;
-        Ok(size_of(&record.spec))
-    }
-
-    async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
-        let snapshot = self.sandboxes()?.snapshot_record(namespace, name).await?;
-        Ok(size_of(&snapshot.source))
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
@@ -459,12 +193,6 @@ impl Platform for LocalPlatform {
 
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
         Ok(self.sandboxes()?.list(namespace).await)
-    }
-
-    async fn shutdown(&self) {
-        if let Ok(sandboxes) = self.sandboxes() {
-            sandboxes.drain(Duration::from_secs(5)).await;
-        }
     }
 
     fn sandboxes_version(&self) -> Option<u64> {
@@ -521,7 +249,10 @@ impl Platform for LocalPlatform {
     fn max_exec_timeout(&self) -> Duration {
         self.max_exec
     }
+}
 
+#[async_trait]
+impl SnapshotBackend for LocalPlatform {
     async fn snapshot_sandbox(
         &self,
         namespace: &str,
@@ -601,36 +332,29 @@ impl Platform for LocalPlatform {
     ) -> PlatformResult<Vec<GcResult>> {
         Ok(self.sandboxes()?.gc(namespace, keep_for, dry_run).await)
     }
+}
+
+#[async_trait]
+impl Platform for LocalPlatform {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn shutdown(&self) {
+        if let Ok(sandboxes) = self.sandboxes() {
+            sandboxes.drain(Duration::from_secs(5)).await;
+        }
+    }
 
     fn images(&self) -> Option<Arc<dyn ImageBackend>> {
         Some(self.images.clone())
-    }
-
-    async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {
-        let path = self.data_dir.join(ADMIN_TOKEN_FILE);
-        let tmp = self.data_dir.join(format!(".{ADMIN_TOKEN_FILE}.tmp"));
-        let io = |context: &str, source| PlatformError::Io {
-            context: format!("{context} {}", tmp.display()),
-            source,
-        };
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io("cannot create", e))?;
-        file.write_all(format!("{token}\n").as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io("cannot write", e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io("cannot rename", e))?;
-        Ok(path.display().to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::platform::{IdentityStore, TenantStore};
 
     fn stored(id: &str, name: &str) -> StoredKey {
         StoredKey {

@@ -1,0 +1,228 @@
+//! The Kubernetes platform's tenancy seam: Tenant objects, namespaces labelled by tenant, Node
+//! labels and taints for dedications, quota Leases, usage read from the API server.
+use async_trait::async_trait;
+
+use super::*;
+use crate::daemon::platform::TenantStore;
+
+#[async_trait]
+impl TenantStore for KubernetesPlatform {
+    async fn tenant_exists(&self, name: &str) -> PlatformResult<bool> {
+        Ok(self
+            .tenants()
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(&format!("tenant {name}"), e))?
+            .is_some())
+    }
+
+    async fn list_tenants(&self) -> PlatformResult<Vec<StoredTenant>> {
+        let list = self
+            .tenants()
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| kube_error("list tenants", e))?;
+        let mut tenants: Vec<StoredTenant> = list
+            .items
+            .iter()
+            .map(Self::stored_tenant)
+            .collect::<PlatformResult<_>>()?;
+        tenants.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(tenants)
+    }
+
+    async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let object = DynamicObject::new(&tenant.name, &tenant_resource()).data(serde_json::json!({
+            "spec": tenant.spec,
+        }));
+        self.tenants()
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(
+                |e| match kube_error(&format!("tenant {}", tenant.name), e) {
+                    PlatformError::AlreadyExists(_) => PlatformError::AlreadyExists(format!(
+                        "tenant '{}' already exists",
+                        tenant.name
+                    )),
+                    other => other,
+                },
+            )?;
+        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+            .await?;
+        self.backstop_quota(tenant).await
+    }
+
+    async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let spec =
+            serde_json::to_value(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
+        replace_with_retry(
+            &self.tenants(),
+            &tenant.name,
+            &format!("tenant '{}'", tenant.name),
+            |object| {
+                object.data["spec"] = spec.clone();
+            },
+        )
+        .await?;
+        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
+            .await?;
+        self.backstop_quota(tenant).await
+    }
+
+    async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
+        self.tenants()
+            .delete(name, &Default::default())
+            .await
+            .map(drop)
+            .map_err(|e| match kube_error(&format!("tenant {name}"), e) {
+                PlatformError::NotFound(_) => {
+                    PlatformError::NotFound(format!("tenant '{name}' not found"))
+                }
+                other => other,
+            })
+    }
+
+    async fn node_names(&self) -> PlatformResult<Vec<String>> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| kube_error("list nodes", e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect())
+    }
+
+    async fn node_storage(&self) -> PlatformResult<NodeStorage> {
+        Ok(self
+            .node_names()
+            .await?
+            .into_iter()
+            .map(|node| {
+                (
+                    node,
+                    NodeStorageEntry::Unreachable {
+                        error: "no sbx agent reports from this node".into(),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    async fn node_dedications(&self) -> PlatformResult<BTreeMap<String, String>> {
+        if let Some(cached) = self.dedications.get_fresh(DEDICATIONS_TTL) {
+            return Ok(cached);
+        }
+        let ticket = self.dedications.ticket();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default().labels(TENANT_LABEL))
+            .await
+            .map_err(|e| kube_error("list nodes", e))?;
+        let dedications: BTreeMap<String, String> = list
+            .items
+            .into_iter()
+            .filter_map(|n| {
+                let tenant = n.metadata.labels.as_ref()?.get(TENANT_LABEL)?.clone();
+                Some((n.metadata.name?, tenant))
+            })
+            .collect();
+        self.dedications.install(ticket, dedications.clone());
+        Ok(dedications)
+    }
+
+    async fn set_node_dedication(&self, node: &str, tenant: Option<&str>) -> PlatformResult<()> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let written = replace_with_retry(&api, node, &format!("node '{node}'"), |object| {
+            let labels = object.metadata.labels.get_or_insert_with(Default::default);
+            match tenant {
+                Some(t) => {
+                    labels.insert(TENANT_LABEL.into(), t.into());
+                }
+                None => {
+                    labels.remove(TENANT_LABEL);
+                }
+            }
+            let spec = object.spec.get_or_insert_with(Default::default);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            taints.retain(|t| t.key != TENANT_LABEL);
+            if let Some(t) = tenant {
+                taints.push(Taint {
+                    key: TENANT_LABEL.into(),
+                    value: Some(t.into()),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                });
+            }
+        })
+        .await;
+        // After the write, so that no list begun before it can be reused.
+        self.dedications.invalidate();
+        written
+    }
+
+    async fn metering(&self) -> PlatformResult<Metering> {
+        let mut out = Metering::default();
+        let deployments = self.sandbox_deployments(None).await?;
+        let records = self.records(None, &deployments).await?;
+        for (d, record) in deployments.iter().zip(records) {
+            let size = sandboxes::size(d);
+            out.sandboxes.push(MeterSample {
+                namespace: record.namespace,
+                name: record.name,
+                backend: record.backend,
+                state: record.status.to_string().to_ascii_lowercase(),
+                cpu_millis: size.cpu_millis,
+                memory_bytes: size.memory_bytes,
+                disk_bytes: size.disk_bytes,
+                egress_bytes: None,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        // Read from the API server, not the watch caches: this is a quota decision taken under
+        // the tenant's quota Lease, and what another replica made just before it released the
+        // Lease may not have reached this replica's watches yet.
+        let mut total = Reservation::default();
+        for ns in namespaces {
+            for d in self.read_sandbox_deployments(Some(ns)).await? {
+                let size = sandboxes::size(&d);
+                total.sandboxes += 1;
+                total.cpu_millis += size.cpu_millis;
+                total.memory_bytes += size.memory_bytes;
+                total.disk_bytes += size.disk_bytes;
+            }
+            for s in self.read_snapshot_objects(Some(ns)).await? {
+                if snapshots::kind_of(&s).is_some() {
+                    total.snapshot_bytes += snapshots::restore_size(&s);
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        Ok(sandboxes::size(
+            &self.sandbox_deployment(namespace, name).await?,
+        ))
+    }
+
+    async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        let t = self.snapshot_template(namespace, name).await?;
+        Ok(Reservation {
+            sandboxes: 1,
+            cpu_millis: t.cpu_millis.unwrap_or(0),
+            memory_bytes: t.memory_bytes.unwrap_or(0),
+            disk_bytes: t.ephemeral_bytes.unwrap_or(0),
+            snapshot_bytes: 0,
+        })
+    }
+
+    async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
+        lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
+    }
+}
