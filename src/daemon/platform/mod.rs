@@ -2,7 +2,7 @@
 //! sandboxes live, split by concern — [`IdentityStore`], [`TenantStore`], [`SandboxBackend`],
 //! [`SnapshotBackend`], the [`images::ImageBackend`] — with [`Platform`] as their sum. `local`
 //! is SQLite + sbxd on this host, `kubernetes` the cluster's objects; each has one file per
-//! seam where the seam is split out (`identity.rs`, `tenants.rs`).
+//! seam (`identity.rs`, `tenants.rs`, `sandboxes.rs`, `snapshots.rs`).
 pub mod images;
 pub mod kubernetes;
 pub mod local;

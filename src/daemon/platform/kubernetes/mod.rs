@@ -21,8 +21,9 @@ use kube::api::{
 mod cache;
 mod identity;
 mod lease;
-pub mod sandboxes;
-pub mod snapshots;
+mod objects;
+mod sandboxes;
+mod snapshots;
 mod tenants;
 mod workloads;
 
@@ -33,7 +34,7 @@ use crate::daemon::config::KubernetesSettings;
 use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{
     HeldLock, MeterSample, Metering, NewSandbox, Platform, PlatformError, PlatformResult,
-    Reservation, RestorePlan, SandboxBackend, SnapshotBackend, StoredKey, StoredTenant,
+    Reservation, RestorePlan, StoredKey, StoredTenant,
 };
 use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
@@ -110,7 +111,7 @@ fn conflict(e: &kube::Error) -> bool {
 
 /// The label selector of everything sbx made (`app.kubernetes.io/managed-by=sbx`).
 fn managed_selector() -> String {
-    format!("{}={FIELD_MANAGER}", sandboxes::MANAGED_LABEL)
+    format!("{}={FIELD_MANAGER}", objects::sandboxes::MANAGED_LABEL)
 }
 
 /// A list of what sbx made.
@@ -139,7 +140,7 @@ fn sandbox_of(pod: &Pod) -> Option<&str> {
     pod.metadata
         .labels
         .as_ref()?
-        .get(sandboxes::SANDBOX_LABEL)
+        .get(objects::sandboxes::SANDBOX_LABEL)
         .map(String::as_str)
 }
 
@@ -240,10 +241,10 @@ impl KubernetesPlatform {
             ),
             pod_cache: cache::Cache::start(Api::all(client.clone()), &managed, "sandbox Pods"),
             snapshot_cache: cache::Cache::start_with(
-                Api::all_with(client.clone(), &snapshots::resource()),
+                Api::all_with(client.clone(), &objects::snapshots::resource()),
                 &managed,
                 "sandbox VolumeSnapshots",
-                snapshots::resource(),
+                objects::snapshots::resource(),
             ),
             client,
             touched: Mutex::new(HashMap::new()),
@@ -307,7 +308,11 @@ impl KubernetesPlatform {
                     None => Api::all(self.client.clone()),
                 };
                 let selector = match sandbox {
-                    Some(s) => format!("{},{}={s}", managed_selector(), sandboxes::SANDBOX_LABEL),
+                    Some(s) => format!(
+                        "{},{}={s}",
+                        managed_selector(),
+                        objects::sandboxes::SANDBOX_LABEL
+                    ),
                     None => managed_selector(),
                 };
                 api.list(&ListParams::default().labels(&selector))
@@ -353,7 +358,7 @@ impl KubernetesPlatform {
                     .get(&key)
                     .map(|p| p.iter().map(|p| p.as_ref()).collect())
                     .unwrap_or_default();
-                sandboxes::sandbox(d, &sandboxes::pod_view(&own), now)
+                objects::sandboxes::sandbox(d, &objects::sandboxes::pod_view(&own), now)
             })
             .collect())
     }
@@ -380,7 +385,7 @@ impl KubernetesPlatform {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(sandboxes::MANAGED_LABEL))
+            .and_then(|l| l.get(objects::sandboxes::MANAGED_LABEL))
             .is_some_and(|v| v == FIELD_MANAGER);
         if managed { Ok(found) } else { Err(missing()) }
     }
@@ -553,180 +558,6 @@ impl KubernetesPlatform {
                 .map(|t| t.0.as_second())
                 .unwrap_or(0),
         })
-    }
-}
-
-#[async_trait]
-impl SandboxBackend for KubernetesPlatform {
-    fn backends(&self) -> &'static [&'static str] {
-        &[KQL_BACKEND, KFD_BACKEND]
-    }
-
-    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
-        let template = sandboxes::SandboxTemplate::of(&new, self.settings.root_disk_bytes);
-        let env = if new.env.is_empty() {
-            workloads::Env::None
-        } else {
-            workloads::Env::Values(&new.env)
-        };
-        self.launch(
-            &new.namespace,
-            &new.name,
-            &template,
-            workloads::Root::Fresh,
-            env,
-        )
-        .await
-    }
-
-    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
-        let deployments = self.sandbox_deployments(namespace).await?;
-        self.records(namespace, &deployments).await
-    }
-
-    fn sandboxes_version(&self) -> Option<u64> {
-        Some(self.deployment_cache.version()? + self.pod_cache.version()?)
-    }
-
-    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
-        let d = self.sandbox_deployment(namespace, name).await?;
-        let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
-        records
-            .pop()
-            .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))
-    }
-
-    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandbox_deployment(namespace, name).await?;
-        self.delete_sandbox_objects(namespace, name).await
-    }
-
-    async fn exec_sandbox(
-        &self,
-        namespace: &str,
-        name: &str,
-        command: &str,
-        timeout: Duration,
-    ) -> PlatformResult<ExecResponse> {
-        self.exec(namespace, name, command, timeout).await
-    }
-
-    async fn sandbox_logs(
-        &self,
-        namespace: &str,
-        name: &str,
-        tail: usize,
-        since_secs: u64,
-    ) -> PlatformResult<String> {
-        self.logs(namespace, name, tail, since_secs).await
-    }
-
-    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        let record = self.get_sandbox(namespace, name).await?;
-        if record.status == crate::shared::models::sandbox::SandboxStatus::Paused {
-            return Ok(());
-        }
-        if record.status != crate::shared::models::sandbox::SandboxStatus::Running {
-            return Err(PlatformError::Conflict(format!(
-                "sandbox '{name}' is {}: only a running sandbox can be paused",
-                record.status
-            )));
-        }
-        self.scale(namespace, name, 0).await
-    }
-
-    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        let d = self.sandbox_deployment(namespace, name).await?;
-        if d.spec.replicas == Some(0) {
-            self.scale(namespace, name, 1).await
-        } else {
-            Ok(())
-        }
-    }
-
-    async fn sandbox_metrics(
-        &self,
-        namespace: Option<&str>,
-    ) -> PlatformResult<Vec<SandboxMetrics>> {
-        self.metrics(namespace).await
-    }
-
-    fn max_exec_timeout(&self) -> Duration {
-        Duration::from_secs(3600)
-    }
-}
-
-#[async_trait]
-impl SnapshotBackend for KubernetesPlatform {
-    async fn snapshot_sandbox(
-        &self,
-        namespace: &str,
-        sandbox: &str,
-        snapshot: &str,
-        kind: SnapshotKind,
-    ) -> PlatformResult<()> {
-        self.snapshot(namespace, sandbox, snapshot, kind).await
-    }
-
-    async fn pause_sandbox_with_snapshot(
-        &self,
-        namespace: &str,
-        sandbox: &str,
-        snapshot: &str,
-    ) -> PlatformResult<()> {
-        self.pause_with_snapshot(namespace, sandbox, snapshot).await
-    }
-
-    async fn fork_sandbox(
-        &self,
-        namespace: &str,
-        source: &str,
-        new_name: &str,
-        snapshot: Option<&str>,
-        warm: bool,
-    ) -> PlatformResult<()> {
-        if warm {
-            return Err(PlatformError::Invalid(
-                "warm fork (memory kept) is an sbxd feature: kata-qemu-longhorn forks clone \
-                 the root volume only; fork without `warm`"
-                    .into(),
-            ));
-        }
-        self.fork(namespace, source, new_name, snapshot).await
-    }
-
-    async fn list_snapshots(
-        &self,
-        namespace: Option<&str>,
-        sandbox: Option<&str>,
-        kind: Option<SnapshotKind>,
-    ) -> PlatformResult<Vec<Snapshot>> {
-        self.list_snapshot_records(namespace, sandbox, kind).await
-    }
-
-    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
-        self.snapshot_record(namespace, name).await
-    }
-
-    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String> {
-        Ok(self.snapshot_template(namespace, name).await?.backend)
-    }
-
-    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.delete_snapshot_objects(namespace, name).await
-    }
-
-    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()> {
-        self.restore(snapshot, plan).await
-    }
-
-    async fn gc_snapshots(
-        &self,
-        namespace: Option<&str>,
-        keep_for: Duration,
-        dry_run: bool,
-    ) -> PlatformResult<Vec<GcResult>> {
-        self.gc(namespace, keep_for, dry_run).await
     }
 }
 

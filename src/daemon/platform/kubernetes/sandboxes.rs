@@ -1,502 +1,107 @@
-//! Sandboxes as Deployments: the object a create becomes, and the sandbox record a
-//! Deployment reads as.
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+//! The Kubernetes platform's sandbox seam: a sandbox is a Deployment with its root PVC, env
+//! Secret and egress NetworkPolicy (built in `objects::sandboxes`, written in `workloads`),
+//! read from the watch caches.
+use async_trait::async_trait;
 
-use crate::daemon::platform::{NewSandbox, Reservation};
-use crate::shared::duration::format_age;
-use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
-use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
+use super::*;
+use crate::daemon::platform::SandboxBackend;
 
-/// Label every sandbox Deployment (and its Pods) carries: the sandbox's name.
-pub const SANDBOX_LABEL: &str = "sbx.io/sandbox";
-/// Label marking objects sbx manages.
-pub const MANAGED_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Annotation recording the backend.
-pub const BACKEND_ANNOTATION: &str = "sbx.io/backend";
-/// The main container's name.
-pub const CONTAINER: &str = "sandbox";
-/// The file a passed `before_script` leaves; the readiness probe waits for it.
-pub const READY_MARKER: &str = "/tmp/.sbx-ready";
-
-/// Annotation on a sandbox's Deployment: what it was created with (a [`SandboxTemplate`] as
-/// JSON), so that its snapshots and forks can carry it on.
-pub const TEMPLATE_ANNOTATION: &str = "sbx.io/template";
-/// Where the root PVC of a kql sandbox is mounted in its container.
-pub const ROOT_MOUNT: &str = "/workspace";
-/// The Docker-in-Docker sidecar's container name.
-pub const DIND_CONTAINER: &str = "dind";
-
-/// Name of the Secret holding a sandbox's env file.
-pub fn env_secret(sandbox: &str) -> String {
-    format!("{sandbox}-env")
-}
-
-/// Name of a sandbox's egress NetworkPolicy.
-pub fn egress_policy(sandbox: &str) -> String {
-    format!("{sandbox}-egress")
-}
-
-/// Name of a kql sandbox's root PVC.
-pub fn root_pvc(sandbox: &str) -> String {
-    format!("{sandbox}-root-lh")
-}
-
-/// What a sandbox is made of, apart from its name, namespace and env values: what a create
-/// asked for, kept on the Deployment and carried by its snapshots into forks and restores.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct SandboxTemplate {
-    /// Image reference.
-    pub image: String,
-    /// Backend.
-    pub backend: String,
-    /// CPU limit, millicores.
-    pub cpu_millis: Option<u64>,
-    /// Memory limit, bytes.
-    pub memory_bytes: Option<u64>,
-    /// Ephemeral storage limit, bytes.
-    pub ephemeral_bytes: Option<u64>,
-    /// Size of the root PVC (kql), bytes.
-    pub root_disk_bytes: Option<u64>,
-    /// Run before the sandbox reads Ready.
-    pub before_script: Option<String>,
-    /// Entrypoint (the container's `command`), when not the image's.
-    pub entrypoint: Option<Vec<String>>,
-    /// Cmd (the container's `args`), when not the image's.
-    pub cmd: Option<Vec<String>>,
-    /// Egress allow-list (None: unrestricted; empty: none).
-    pub egress: Option<Vec<String>>,
-    /// User id.
-    pub uid: u32,
-    /// Group id.
-    pub gid: u32,
-    /// Supplementary groups (the first is the pod's fsGroup).
-    pub additional_gids: Vec<u32>,
-    /// Capabilities kept, `CAP_*` names.
-    pub capabilities: Vec<String>,
-    /// A sidecar (`dind`), if any.
-    pub sidecar: Option<String>,
-    /// Whether the sandbox has an env Secret.
-    pub env: bool,
-    /// Nodes it may run on (`None`: any).
-    pub nodes: Option<Vec<String>>,
-}
-
-impl SandboxTemplate {
-    /// The template of a validated create; kql sandboxes get a root disk of `root_disk`.
-    pub fn of(new: &NewSandbox, root_disk: u64) -> SandboxTemplate {
-        SandboxTemplate {
-            image: new.image.clone(),
-            backend: new.backend.clone(),
-            cpu_millis: new.cpu_millis,
-            memory_bytes: new.memory_bytes,
-            ephemeral_bytes: new.ephemeral_bytes,
-            root_disk_bytes: (new.backend == super::KQL_BACKEND).then_some(root_disk),
-            before_script: new.before_script.clone(),
-            entrypoint: None,
-            cmd: None,
-            egress: new.egress.clone(),
-            uid: new.uid,
-            gid: new.gid,
-            additional_gids: new.additional_gids.clone(),
-            capabilities: new.capabilities.clone(),
-            sidecar: None,
-            env: !new.env.is_empty(),
-            nodes: new.nodes.clone(),
-        }
+#[async_trait]
+impl SandboxBackend for KubernetesPlatform {
+    fn backends(&self) -> &'static [&'static str] {
+        &[KQL_BACKEND, KFD_BACKEND]
     }
 
-    /// The template recorded on a sandbox's Deployment.
-    pub fn recorded(deployment: &Deployment) -> Result<SandboxTemplate, String> {
-        let name = deployment.metadata.name.clone().unwrap_or_default();
-        let raw = deployment
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(TEMPLATE_ANNOTATION))
-            .ok_or_else(|| format!("sandbox '{name}' has no {TEMPLATE_ANNOTATION} annotation"))?;
-        serde_json::from_str(raw)
-            .map_err(|e| format!("sandbox '{name}' has an unreadable {TEMPLATE_ANNOTATION}: {e}"))
-    }
-
-    /// Whether the sandbox has a root PVC.
-    pub fn has_root_volume(&self) -> bool {
-        self.backend == super::KQL_BACKEND
-    }
-}
-
-/// The labels of every object made for a sandbox.
-fn labels(sandbox: &str) -> Value {
-    json!({SANDBOX_LABEL: sandbox, MANAGED_LABEL: super::FIELD_MANAGER})
-}
-
-/// A sandbox's env Secret with these `KEY=VALUE` entries.
-pub fn env_secret_object(namespace: &str, sandbox: &str, env: &[String]) -> Value {
-    let data: serde_json::Map<String, Value> = env
-        .iter()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": env_secret(sandbox), "namespace": namespace, "labels": labels(sandbox)},
-        "type": "Opaque",
-        "stringData": data,
-    })
-}
-
-/// The egress allow-list as a NetworkPolicy (DESIGN §4): `[]` allows nothing out; a list
-/// allows those CIDRs plus DNS to the cluster's resolver; no list, no policy.
-pub fn egress_policy_object(
-    namespace: &str,
-    sandbox: &str,
-    egress: Option<&[String]>,
-) -> Option<Value> {
-    let list = egress?;
-    let mut rules = Vec::new();
-    if !list.is_empty() {
-        let blocks: Vec<Value> = list
-            .iter()
-            .map(|c| json!({"ipBlock": {"cidr": c}}))
-            .collect();
-        rules.push(json!({"to": blocks}));
-        rules.push(json!({
-            "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        }));
-    }
-    Some(json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": egress_policy(sandbox), "namespace": namespace, "labels": labels(sandbox)},
-        "spec": {
-            "podSelector": {"matchLabels": {SANDBOX_LABEL: sandbox}},
-            "policyTypes": ["Egress"],
-            "egress": rules,
-        },
-    }))
-}
-
-/// The root PVC of a kql sandbox (class `longhorn`), empty or cloned from a VolumeSnapshot.
-pub fn root_pvc_object(
-    namespace: &str,
-    sandbox: &str,
-    bytes: u64,
-    from_snapshot: Option<&str>,
-) -> Value {
-    let mut spec = json!({
-        "storageClassName": super::STORAGE_CLASS,
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": format_bytes_binary(bytes)}},
-    });
-    if let Some(snapshot) = from_snapshot {
-        spec["dataSource"] = json!({
-            "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snapshot,
-        });
-    }
-    json!({
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": root_pvc(sandbox), "namespace": namespace, "labels": labels(sandbox)},
-        "spec": spec,
-    })
-}
-
-/// The RuntimeClass of a backend.
-pub fn runtime_class(backend: &str) -> &'static str {
-    match backend {
-        super::KFD_BACKEND => "kata-fc",
-        _ => "kata-qemu",
-    }
-}
-
-/// The Deployment of a sandbox: one replica of the image under the backend's RuntimeClass,
-/// the limits as resources, the user and capabilities of the create body, no
-/// service-account token, the root PVC (kql) at [`ROOT_MOUNT`], placement on the allowed
-/// nodes (tolerating their tenant's dedication taint), bandwidth annotations for the
-/// tenant's network limits, the template recorded as an annotation.
-pub fn deployment(
-    namespace: &str,
-    name: &str,
-    t: &SandboxTemplate,
-    tenant: Option<&str>,
-    network: Option<&crate::shared::models::tenant::NetworkLimits>,
-    dind_image: &str,
-) -> Value {
-    let mut limits = serde_json::Map::new();
-    if let Some(m) = t.cpu_millis {
-        limits.insert("cpu".into(), format_cpu_millis(m).into());
-    }
-    if let Some(b) = t.memory_bytes {
-        limits.insert("memory".into(), format_bytes_binary(b).into());
-    }
-    if let Some(b) = t.ephemeral_bytes {
-        limits.insert("ephemeral-storage".into(), format_bytes_binary(b).into());
-    }
-    let caps: Vec<String> = t
-        .capabilities
-        .iter()
-        .map(|c| c.trim_start_matches("CAP_").to_string())
-        .collect();
-    let mut pod_security = json!({"runAsUser": t.uid, "runAsGroup": t.gid});
-    if !t.additional_gids.is_empty() {
-        pod_security["fsGroup"] = json!(t.additional_gids[0]);
-        pod_security["runAsNonRoot"] = json!(true);
-    }
-    let mut container = json!({
-        "name": CONTAINER,
-        "image": t.image,
-        "resources": {"limits": limits, "requests": limits},
-        "securityContext": {
-            "allowPrivilegeEscalation": false,
-            "capabilities": {"drop": ["ALL"], "add": caps},
-        },
-    });
-    if let Some(entrypoint) = &t.entrypoint {
-        container["command"] = json!(entrypoint);
-    }
-    if let Some(cmd) = &t.cmd {
-        container["args"] = json!(cmd);
-    }
-    if t.env {
-        container["envFrom"] = json!([{"secretRef": {"name": env_secret(name)}}]);
-    }
-    if let Some(script) = &t.before_script {
-        // The script runs as the container starts; the sandbox is Ready once it passed (a
-        // failing script fails the start, and the kubelet restarts the container).
-        container["lifecycle"] = json!({"postStart": {"exec": {"command": [
-            "/bin/sh", "-c", format!("{script}\ntouch {READY_MARKER}"),
-        ]}}});
-        container["readinessProbe"] = json!({
-            "exec": {"command": ["/bin/sh", "-c", format!("test -e {READY_MARKER}")]},
-            "periodSeconds": 1,
-        });
-    }
-    let mut containers = vec![];
-    let mut volumes = vec![];
-    if t.has_root_volume() {
-        container["volumeMounts"] = json!([{"name": "root", "mountPath": ROOT_MOUNT}]);
-        volumes
-            .push(json!({"name": "root", "persistentVolumeClaim": {"claimName": root_pvc(name)}}));
-    }
-    if t.sidecar.as_deref() == Some(crate::shared::models::snapshot::SIDECAR_DIND) {
-        // Docker in Docker beside the sandbox (privileged inside the sandbox's VM only),
-        // reached over the pod's loopback.
-        container["env"] = json!([{"name": "DOCKER_HOST", "value": "tcp://127.0.0.1:2375"}]);
-        containers.push(json!({
-            "name": DIND_CONTAINER,
-            "image": dind_image,
-            "securityContext": {"privileged": true, "runAsUser": 0},
-            "env": [{"name": "DOCKER_TLS_CERTDIR", "value": ""}],
-        }));
-    }
-    containers.insert(0, container);
-    let mut pod_spec = json!({
-        "runtimeClassName": runtime_class(&t.backend),
-        "automountServiceAccountToken": false,
-        "enableServiceLinks": false,
-        "securityContext": pod_security,
-        "containers": containers,
-    });
-    if !volumes.is_empty() {
-        pod_spec["volumes"] = json!(volumes);
-    }
-    if let Some(nodes) = &t.nodes {
-        pod_spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{
-                "key": "kubernetes.io/hostname", "operator": "In", "values": nodes,
-            }]}],
-        }}});
-    }
-    if let Some(tenant) = tenant {
-        pod_spec["tolerations"] = json!([{
-            "key": super::TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
-        }]);
-    }
-    let mut pod_annotations = serde_json::Map::new();
-    if let Some(limits) = network {
-        if let Some(bps) = &limits.egress_bps {
-            pod_annotations.insert("kubernetes.io/egress-bandwidth".into(), bps.clone().into());
-        }
-        if let Some(bps) = &limits.ingress_bps {
-            pod_annotations.insert("kubernetes.io/ingress-bandwidth".into(), bps.clone().into());
-        }
-    }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels(name),
-            "annotations": {
-                BACKEND_ANNOTATION: t.backend,
-                TEMPLATE_ANNOTATION: serde_json::to_string(t).unwrap_or_default(),
-            },
-        },
-        "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {SANDBOX_LABEL: name}},
-            "template": {
-                "metadata": {"labels": labels(name), "annotations": pod_annotations},
-                "spec": pod_spec,
-            },
-        },
-    })
-}
-
-/// Container waiting reasons that mean the sandbox cannot run as it is.
-const BROKEN: &[&str] = &[
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "CrashLoopBackOff",
-];
-
-/// What the sandbox's Pods add to its record: restarts, and why it is not running.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PodView {
-    /// Restarts of the main container.
-    pub restarts: i32,
-    /// A reason the sandbox cannot run (`Failed`).
-    pub broken: Option<String>,
-    /// A reason it waits (`Pending`, e.g. unschedulable).
-    pub waiting: Option<String>,
-}
-
-/// Reads the Pods of one sandbox.
-pub fn pod_view(pods: &[&Pod]) -> PodView {
-    let mut view = PodView::default();
-    for pod in pods {
-        let Some(status) = &pod.status else { continue };
-        for c in status.container_statuses.iter().flatten() {
-            if c.name != CONTAINER {
-                continue;
-            }
-            view.restarts += c.restart_count;
-            if let Some(w) = c.state.as_ref().and_then(|s| s.waiting.as_ref()) {
-                let reason = w.reason.clone().unwrap_or_default();
-                if BROKEN.contains(&reason.as_str()) {
-                    view.broken = Some(match &w.message {
-                        Some(m) if !m.is_empty() => format!("{reason}: {m}"),
-                        _ => reason,
-                    });
-                }
-            }
-        }
-        if status.phase.as_deref() == Some("Failed") && view.broken.is_none() {
-            view.broken = Some(
-                status
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| "the sandbox's pod failed".into()),
-            );
-        }
-        for c in status.conditions.iter().flatten() {
-            if c.type_ == "PodScheduled" && c.status == "False" {
-                view.waiting = Some(format!(
-                    "not scheduled: {}",
-                    c.message
-                        .clone()
-                        .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
-                ));
-            }
-        }
-    }
-    view
-}
-
-/// The sandbox record of a Deployment (and what its Pods say) at `now` (unix seconds).
-pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
-    let meta = &deployment.metadata;
-    let spec = &deployment.spec;
-    let status = deployment.status.as_ref();
-    let wanted = spec.replicas.unwrap_or(1);
-    // A status the controller has not yet written for the current spec (e.g. just after a
-    // resume) says nothing about it.
-    let observed =
-        status.and_then(|s| s.observed_generation).unwrap_or(0) >= meta.generation.unwrap_or(0);
-    let ready_replicas = status
-        .filter(|_| observed)
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0);
-    let failed = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| {
-            c.iter().find(|c| {
-                c.type_.as_deref() == Some("Progressing")
-                    && c.status.as_deref() == Some("False")
-                    && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-            })
-        })
-        .map(|c| c.message.clone().unwrap_or_default());
-    let (state, ready, error) = if meta.deletion_timestamp.is_some() {
-        (SandboxStatus::Terminating, false, String::new())
-    } else if wanted == 0 {
-        (SandboxStatus::Paused, false, String::new())
-    } else if let Some(message) = failed.or_else(|| pods.broken.clone()) {
-        (SandboxStatus::Failed, false, message)
-    } else if ready_replicas >= 1 {
-        (SandboxStatus::Running, true, String::new())
-    } else {
-        (
-            SandboxStatus::Pending,
-            false,
-            pods.waiting.clone().unwrap_or_default(),
+    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
+        let template = objects::sandboxes::SandboxTemplate::of(&new, self.settings.root_disk_bytes);
+        let env = if new.env.is_empty() {
+            workloads::Env::None
+        } else {
+            workloads::Env::Values(&new.env)
+        };
+        self.launch(
+            &new.namespace,
+            &new.name,
+            &template,
+            workloads::Root::Fresh,
+            env,
         )
-    };
-    let created = meta
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .unwrap_or(now);
-    let container = spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|p| p.containers.first());
-    Sandbox {
-        name: meta.name.clone().unwrap_or_default(),
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        status: state,
-        ready: if ready { "True" } else { "False" }.to_string(),
-        restarts: pods.restarts,
-        age: format_age((now - created).max(0) as u64),
-        image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
-        error_message: error,
-        backend: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
-            .unwrap_or_default(),
+        .await
     }
-}
 
-/// What a sandbox Deployment reserves (its container's limits).
-pub fn size(deployment: &Deployment) -> Reservation {
-    let limits = deployment
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|p| p.containers.first())
-        .and_then(|c| c.resources.as_ref())
-        .and_then(|r| r.limits.clone())
-        .unwrap_or_default();
-    let parse = |key: &str| limits.get(key).and_then(|q| Quantity::parse(&q.0).ok());
-    Reservation {
-        sandboxes: 1,
-        cpu_millis: parse("cpu").map(|q| q.millis() as u64).unwrap_or(0),
-        memory_bytes: parse("memory").map(|q| q.value_ceil() as u64).unwrap_or(0),
-        disk_bytes: parse("ephemeral-storage")
-            .map(|q| q.value_ceil() as u64)
-            .unwrap_or(0),
-        snapshot_bytes: 0,
+    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
+        let deployments = self.sandbox_deployments(namespace).await?;
+        self.records(namespace, &deployments).await
+    }
+
+    fn sandboxes_version(&self) -> Option<u64> {
+        Some(self.deployment_cache.version()? + self.pod_cache.version()?)
+    }
+
+    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        let d = self.sandbox_deployment(namespace, name).await?;
+        let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
+        records
+            .pop()
+            .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))
+    }
+
+    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandbox_deployment(namespace, name).await?;
+        self.delete_sandbox_objects(namespace, name).await
+    }
+
+    async fn exec_sandbox(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> PlatformResult<ExecResponse> {
+        self.exec(namespace, name, command, timeout).await
+    }
+
+    async fn sandbox_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<String> {
+        self.logs(namespace, name, tail, since_secs).await
+    }
+
+    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let record = self.get_sandbox(namespace, name).await?;
+        if record.status == crate::shared::models::sandbox::SandboxStatus::Paused {
+            return Ok(());
+        }
+        if record.status != crate::shared::models::sandbox::SandboxStatus::Running {
+            return Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is {}: only a running sandbox can be paused",
+                record.status
+            )));
+        }
+        self.scale(namespace, name, 0).await
+    }
+
+    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let d = self.sandbox_deployment(namespace, name).await?;
+        if d.spec.replicas == Some(0) {
+            self.scale(namespace, name, 1).await
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn sandbox_metrics(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<SandboxMetrics>> {
+        self.metrics(namespace).await
+    }
+
+    fn max_exec_timeout(&self) -> Duration {
+        Duration::from_secs(3600)
     }
 }

@@ -168,7 +168,7 @@ impl TenantStore for KubernetesPlatform {
         let deployments = self.sandbox_deployments(None).await?;
         let records = self.records(None, &deployments).await?;
         for (d, record) in deployments.iter().zip(records) {
-            let size = sandboxes::size(d);
+            let size = objects::sandboxes::size(d);
             out.sandboxes.push(MeterSample {
                 namespace: record.namespace,
                 name: record.name,
@@ -190,15 +190,15 @@ impl TenantStore for KubernetesPlatform {
         let mut total = Reservation::default();
         for ns in namespaces {
             for d in self.read_sandbox_deployments(Some(ns)).await? {
-                let size = sandboxes::size(&d);
+                let size = objects::sandboxes::size(&d);
                 total.sandboxes += 1;
                 total.cpu_millis += size.cpu_millis;
                 total.memory_bytes += size.memory_bytes;
                 total.disk_bytes += size.disk_bytes;
             }
             for s in self.read_snapshot_objects(Some(ns)).await? {
-                if snapshots::kind_of(&s).is_some() {
-                    total.snapshot_bytes += snapshots::restore_size(&s);
+                if objects::snapshots::kind_of(&s).is_some() {
+                    total.snapshot_bytes += objects::snapshots::restore_size(&s);
                 }
             }
         }
@@ -206,7 +206,7 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
-        Ok(sandboxes::size(
+        Ok(objects::sandboxes::size(
             &self.sandbox_deployment(namespace, name).await?,
         ))
     }

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, AttachParams, DynamicObject, LogParams, ObjectMeta, PostParams};
 
-use super::sandboxes::{self, CONTAINER, SandboxTemplate};
-use super::snapshots;
+use super::objects::sandboxes::{self, CONTAINER, SandboxTemplate};
+use super::objects::snapshots;
 use super::{
     FIELD_MANAGER, KQL_BACKEND, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed,
     missing, read_managed,

@@ -20,16 +20,13 @@ use rusqlite::{OptionalExtension, params};
 use crate::daemon::platform::images::ImageBackend;
 use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
-    Metering, NewSandbox, Platform, PlatformError, PlatformResult, Reservation, RestorePlan,
-    SandboxBackend, SnapshotBackend, StoredKey, StoredTenant,
+    Metering, Platform, PlatformError, PlatformResult, Reservation, StoredKey, StoredTenant,
 };
 use crate::daemon::runtime::engine::RuntimeConfig;
 use crate::daemon::runtime::engine::Sbxd;
 use crate::daemon::runtime::images::ImageStore;
 use crate::daemon::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role, RoleBindings};
-use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
-use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::paths::ADMIN_TOKEN_FILE;
 
 pub use db::{Db, SCHEMA_VERSION};
@@ -179,159 +176,6 @@ fn key_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredKey> {
         },
         secret_sha256,
     })
-}
-
-#[async_trait]
-impl SandboxBackend for LocalPlatform {
-    fn backends(&self) -> &'static [&'static str] {
-        &["sbxd"]
-    }
-
-    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
-        self.sandboxes()?.create(new).await
-    }
-
-    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
-        Ok(self.sandboxes()?.list(namespace).await)
-    }
-
-    fn sandboxes_version(&self) -> Option<u64> {
-        self.sandboxes().ok().map(|s| s.version())
-    }
-
-    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
-        self.sandboxes()?.get(namespace, name).await
-    }
-
-    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.delete(namespace, name).await
-    }
-
-    async fn exec_sandbox(
-        &self,
-        namespace: &str,
-        name: &str,
-        command: &str,
-        timeout: Duration,
-    ) -> PlatformResult<ExecResponse> {
-        self.sandboxes()?
-            .exec(namespace, name, command, timeout)
-            .await
-    }
-
-    async fn sandbox_logs(
-        &self,
-        namespace: &str,
-        name: &str,
-        tail: usize,
-        since_secs: u64,
-    ) -> PlatformResult<String> {
-        self.sandboxes()?
-            .logs(namespace, name, tail, since_secs)
-            .await
-    }
-
-    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.pause(namespace, name).await
-    }
-
-    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.resume(namespace, name).await
-    }
-
-    async fn sandbox_metrics(
-        &self,
-        namespace: Option<&str>,
-    ) -> PlatformResult<Vec<SandboxMetrics>> {
-        Ok(self.sandboxes()?.metrics(namespace).await)
-    }
-
-    fn max_exec_timeout(&self) -> Duration {
-        self.max_exec
-    }
-}
-
-#[async_trait]
-impl SnapshotBackend for LocalPlatform {
-    async fn snapshot_sandbox(
-        &self,
-        namespace: &str,
-        sandbox: &str,
-        snapshot: &str,
-        kind: SnapshotKind,
-    ) -> PlatformResult<()> {
-        self.sandboxes()?
-            .snapshot(namespace, sandbox, snapshot, kind)
-            .await
-            .map(drop)
-    }
-
-    async fn pause_sandbox_with_snapshot(
-        &self,
-        namespace: &str,
-        sandbox: &str,
-        snapshot: &str,
-    ) -> PlatformResult<()> {
-        self.sandboxes()?
-            .pause_with_snapshot(namespace, sandbox, snapshot)
-            .await
-            .map(drop)
-    }
-
-    async fn fork_sandbox(
-        &self,
-        namespace: &str,
-        source: &str,
-        new_name: &str,
-        snapshot: Option<&str>,
-        warm: bool,
-    ) -> PlatformResult<()> {
-        self.sandboxes()?
-            .fork(namespace, source, new_name, snapshot, warm)
-            .await
-    }
-
-    async fn list_snapshots(
-        &self,
-        namespace: Option<&str>,
-        sandbox: Option<&str>,
-        kind: Option<SnapshotKind>,
-    ) -> PlatformResult<Vec<Snapshot>> {
-        Ok(self
-            .sandboxes()?
-            .list_snapshots(namespace, sandbox, kind)
-            .await)
-    }
-
-    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
-        self.sandboxes()?.get_snapshot(namespace, name).await
-    }
-
-    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String> {
-        self.sandboxes()?.snapshot_record(namespace, name).await?;
-        Ok("sbxd".to_string())
-    }
-
-    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.delete_snapshot(namespace, name).await
-    }
-
-    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()> {
-        let namespace = plan.namespace.clone();
-        self.sandboxes()?
-            .restore(&namespace, snapshot, plan)
-            .await
-            .map(drop)
-    }
-
-    async fn gc_snapshots(
-        &self,
-        namespace: Option<&str>,
-        keep_for: Duration,
-        dry_run: bool,
-    ) -> PlatformResult<Vec<GcResult>> {
-        Ok(self.sandboxes()?.gc(namespace, keep_for, dry_run).await)
-    }
 }
 
 #[async_trait]

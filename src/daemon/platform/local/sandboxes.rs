@@ -11,6 +11,8 @@ use futures_util::future::BoxFuture;
 use rusqlite::params;
 use tokio::sync::{Mutex, RwLock, watch};
 
+use super::LocalPlatform;
+use crate::daemon::platform::SandboxBackend;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::snapshots::SnapshotRecord;
 use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
@@ -20,6 +22,7 @@ use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
 use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
 use crate::shared::timestamp::now_unix;
+use async_trait::async_trait;
 
 /// Restarts in a row (each after less than [`STABLE_AFTER`] of running) before a sandbox is
 /// declared Failed.
@@ -1090,5 +1093,76 @@ impl LocalSandboxes {
                 }
             }
         }
+    }
+}
+
+/// The embedded default's sandbox seam, over the manager above.
+#[async_trait]
+impl SandboxBackend for LocalPlatform {
+    fn backends(&self) -> &'static [&'static str] {
+        &["sbxd"]
+    }
+
+    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
+        self.sandboxes()?.create(new).await
+    }
+
+    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
+        Ok(self.sandboxes()?.list(namespace).await)
+    }
+
+    fn sandboxes_version(&self) -> Option<u64> {
+        self.sandboxes().ok().map(|s| s.version())
+    }
+
+    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        self.sandboxes()?.get(namespace, name).await
+    }
+
+    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.delete(namespace, name).await
+    }
+
+    async fn exec_sandbox(
+        &self,
+        namespace: &str,
+        name: &str,
+        command: &str,
+        timeout: Duration,
+    ) -> PlatformResult<ExecResponse> {
+        self.sandboxes()?
+            .exec(namespace, name, command, timeout)
+            .await
+    }
+
+    async fn sandbox_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<String> {
+        self.sandboxes()?
+            .logs(namespace, name, tail, since_secs)
+            .await
+    }
+
+    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.pause(namespace, name).await
+    }
+
+    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.resume(namespace, name).await
+    }
+
+    async fn sandbox_metrics(
+        &self,
+        namespace: Option<&str>,
+    ) -> PlatformResult<Vec<SandboxMetrics>> {
+        Ok(self.sandboxes()?.metrics(namespace).await)
+    }
+
+    fn max_exec_timeout(&self) -> Duration {
+        self.max_exec
     }
 }

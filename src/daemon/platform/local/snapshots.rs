@@ -10,6 +10,8 @@ use std::time::Duration;
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
+use super::LocalPlatform;
+use crate::daemon::platform::SnapshotBackend;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::sandboxes::{LocalSandboxes, Record, new_id, runtime_error};
 use crate::daemon::platform::{
@@ -20,6 +22,7 @@ use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::SandboxStatus;
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+use async_trait::async_trait;
 
 /// A snapshot whose stack holds more layers than this is flattened into one, in the
 /// background (repeated forks would otherwise stack layers without bound).
@@ -641,5 +644,89 @@ impl LocalSandboxes {
             });
         }
         results
+    }
+}
+
+/// The embedded default's snapshot seam, over the manager above.
+#[async_trait]
+impl SnapshotBackend for LocalPlatform {
+    async fn snapshot_sandbox(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+        kind: SnapshotKind,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .snapshot(namespace, sandbox, snapshot, kind)
+            .await
+            .map(drop)
+    }
+
+    async fn pause_sandbox_with_snapshot(
+        &self,
+        namespace: &str,
+        sandbox: &str,
+        snapshot: &str,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .pause_with_snapshot(namespace, sandbox, snapshot)
+            .await
+            .map(drop)
+    }
+
+    async fn fork_sandbox(
+        &self,
+        namespace: &str,
+        source: &str,
+        new_name: &str,
+        snapshot: Option<&str>,
+        warm: bool,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .fork(namespace, source, new_name, snapshot, warm)
+            .await
+    }
+
+    async fn list_snapshots(
+        &self,
+        namespace: Option<&str>,
+        sandbox: Option<&str>,
+        kind: Option<SnapshotKind>,
+    ) -> PlatformResult<Vec<Snapshot>> {
+        Ok(self
+            .sandboxes()?
+            .list_snapshots(namespace, sandbox, kind)
+            .await)
+    }
+
+    async fn get_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<Snapshot> {
+        self.sandboxes()?.get_snapshot(namespace, name).await
+    }
+
+    async fn snapshot_backend(&self, namespace: &str, name: &str) -> PlatformResult<String> {
+        self.sandboxes()?.snapshot_record(namespace, name).await?;
+        Ok("sbxd".to_string())
+    }
+
+    async fn delete_snapshot(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        self.sandboxes()?.delete_snapshot(namespace, name).await
+    }
+
+    async fn restore_snapshot(&self, snapshot: &str, plan: RestorePlan) -> PlatformResult<()> {
+        let namespace = plan.namespace.clone();
+        self.sandboxes()?
+            .restore(&namespace, snapshot, plan)
+            .await
+            .map(drop)
+    }
+
+    async fn gc_snapshots(
+        &self,
+        namespace: Option<&str>,
+        keep_for: Duration,
+        dry_run: bool,
+    ) -> PlatformResult<Vec<GcResult>> {
+        Ok(self.sandboxes()?.gc(namespace, keep_for, dry_run).await)
     }
 }

@@ -1,0 +1,6 @@
+//! Pure mappers between sbx's records and the cluster's objects — Deployments, Pods, PVCs,
+//! Secrets, NetworkPolicies (`sandboxes`) and VolumeSnapshots (`snapshots`) — with the labels
+//! and annotations they carry. No API calls here: what is written and read is built and
+//! parsed here, and tested without a cluster.
+pub mod sandboxes;
+pub mod snapshots;
