@@ -82,8 +82,16 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+mod command;
+mod netns;
+mod nft;
+
 pub use crate::shared::egress::{Egress, Ipv4Net, MAX_ALLOW_ENTRIES};
 use crate::shared::egress::{LINK_LOCAL, normalize};
+use command::*;
+pub use netns::in_netns;
+use netns::*;
+use nft::*;
 
 /// Directory where named network namespaces are bind-mounted (the `ip netns` convention).
 pub const NETNS_DIR: &str = "/run/netns";
@@ -99,26 +107,6 @@ pub const DEFAULT_POOL: &str = "10.88.0.0/16";
 pub const DEFAULT_NETNS_PREFIX: &str = "sbx-";
 /// Longest sandbox key.
 pub const KEY_MAX_LEN: usize = 10;
-
-/// `ip` and `nft` are looked up on `PATH` (Debian: iproute2, nftables).
-const IP: &str = "ip";
-const NFT: &str = "nft";
-/// No `ip`/`nft` run comes near this; it only bounds a wedged one.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
-/// How refused packets are answered: TCP with a reset, the rest with ICMP "administratively
-/// prohibited". Resets are not rate-limited; ICMP errors are (per destination, about one a
-/// second after a burst of six), so with ICMP alone a sandbox that keeps hitting its policy
-/// would soon see connects hang for a second instead of failing at once.
-const REJECT: [&str; 2] = [
-    "meta l4proto tcp reject with tcp reset",
-    "reject with icmpx admin-prohibited",
-];
-
-/// The two `add rule` lines that refuse what `matches` selects in `chain` (`{t}` = table).
-fn reject_rules(t: &str, chain: &str, matches: &str) -> [String; 2] {
-    let sep = if matches.is_empty() { "" } else { " " };
-    REJECT.map(|how| format!("add rule {t} {chain} {matches}{sep}{how}"))
-}
 
 /// Configuration (from the daemon config file section `[network]`, camelCase keys).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -270,7 +258,13 @@ impl NetworkManager {
         .map_err(io_error(
             "enable net.ipv4.ip_forward in the host-side namespace",
         ))?;
-        manager.nft(&manager.base_script()).await?;
+        manager
+            .nft(&base_script(
+                manager.pool,
+                manager.uplink.as_deref(),
+                &manager.dns,
+            ))
+            .await?;
         Ok(manager)
     }
 
@@ -656,77 +650,6 @@ impl NetworkManager {
         out
     }
 
-    /// The base ruleset (see the module documentation); safe to apply again.
-    fn base_script(&self) -> String {
-        let t = format!("inet {NFT_TABLE}");
-        let veths = format!("\"{HOST_VETH_PREFIX}*\"");
-        let pool = self.pool;
-        let mut lines = vec![
-            format!("add table {t}"),
-            format!("add map {t} egress {{ type ifname : verdict; }}"),
-            format!("add set {t} dns {{ type ipv4_addr; }}"),
-            format!("flush set {t} dns"),
-        ];
-        if !self.dns.is_empty() {
-            lines.push(format!("add element {t} dns {{ {} }}", join(&self.dns)));
-        }
-        lines.extend([
-            format!(
-                "add chain {t} forward {{ type filter hook forward priority filter; policy accept; }}"
-            ),
-            format!(
-                "add chain {t} input {{ type filter hook input priority filter; policy accept; }}"
-            ),
-            format!(
-                "add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}"
-            ),
-        ]);
-        for chain in ["from_sandbox", "to_sandbox", "to_host"] {
-            lines.push(format!("add chain {t} {chain}"));
-        }
-        for chain in [
-            "forward",
-            "input",
-            "postrouting",
-            "from_sandbox",
-            "to_sandbox",
-            "to_host",
-        ] {
-            lines.push(format!("flush chain {t} {chain}"));
-        }
-        lines.extend([
-            format!("add rule {t} forward iifname {veths} jump from_sandbox"),
-            format!("add rule {t} forward oifname {veths} jump to_sandbox"),
-            format!("add rule {t} input iifname {veths} jump to_host"),
-            format!("add rule {t} from_sandbox ct direction reply accept"),
-            format!(
-                "add rule {t} from_sandbox meta nfproto != ipv4 {}",
-                REJECT[1]
-            ),
-            format!("add rule {t} from_sandbox iifname vmap @egress"),
-        ]);
-        lines.extend(reject_rules(&t, "from_sandbox", ""));
-        lines.extend([
-            format!("add rule {t} to_sandbox ct state established,related accept"),
-            format!("add rule {t} to_sandbox drop"),
-            format!("add rule {t} to_host ct direction reply accept"),
-            format!("add rule {t} to_host meta nfproto != ipv4 {}", REJECT[1]),
-            format!(
-                "add rule {t} to_host ip daddr @dns meta l4proto {{ tcp, udp }} th dport 53 iifname vmap @egress"
-            ),
-        ]);
-        lines.extend(reject_rules(&t, "to_host", ""));
-        lines.push(match &self.uplink {
-            Some(uplink) => {
-                format!("add rule {t} postrouting ip saddr {pool} oifname \"{uplink}\" masquerade")
-            }
-            None => {
-                format!("add rule {t} postrouting ip saddr {pool} oifname != {veths} masquerade")
-            }
-        });
-        lines_to_script(lines)
-    }
-
     /// `ip -batch` on the host side: the veth pair (its peer created straight in the sandbox
     /// namespace) and the gateway address.
     fn host_link_batch(&self, att: &Attachment) -> String {
@@ -840,18 +763,6 @@ pub fn host_veth_name(slot: u32) -> String {
     format!("{HOST_VETH_PREFIX}{slot}")
 }
 
-fn chain_name(slot: u32) -> String {
-    format!("sb{slot}")
-}
-
-fn set_name(slot: u32) -> String {
-    format!("sb{slot}_allow")
-}
-
-fn counter_name(slot: u32) -> String {
-    format!("sb{slot}_tx")
-}
-
 /// Gateway (host end) and sandbox addresses of a slot's /30.
 pub fn slot_addresses(pool: Ipv4Net, slot: u32) -> Result<(Ipv4Addr, Ipv4Addr), NetworkError> {
     let capacity = pool.size() / 4;
@@ -898,367 +809,6 @@ fn parse_slot(name: &str, prefix: &str, suffix: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
-}
-
-fn join<T: fmt::Display>(items: &[T]) -> String {
-    items
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn lines_to_script(lines: Vec<String>) -> String {
-    let mut s = lines.join("\n");
-    s.push('\n');
-    s
-}
-
-/// The sandbox's chain, set, counter and map entry. `fresh` is for attach: the objects are
-/// created and the transaction fails (changing nothing) if any exists already. Otherwise a
-/// policy change: the chain and set are flushed and refilled, and the transaction fails if the
-/// sandbox is not attached.
-fn sandbox_script(att: &Attachment, egress: &Egress, pool: &Ipv4Net, fresh: bool) -> String {
-    let t = format!("inet {NFT_TABLE}");
-    let slot = att.slot;
-    let (chain, set, counter) = (chain_name(slot), set_name(slot), counter_name(slot));
-    let mut lines = Vec::new();
-    if fresh {
-        lines.push(format!("create chain {t} {chain}"));
-        lines.push(format!(
-            "create set {t} {set} {{ type ipv4_addr; flags interval; }}"
-        ));
-        lines.push(format!("create counter {t} {counter}"));
-    } else {
-        lines.push(format!("flush chain {t} {chain}"));
-        lines.push(format!("flush set {t} {set}"));
-    }
-    let count = format!("counter name \"{counter}\" accept");
-    let dns = format!("ip daddr @dns meta l4proto {{ tcp, udp }} th dport 53 {count}");
-    lines.push(format!(
-        "add rule {t} {chain} ip saddr != {} drop",
-        att.address
-    ));
-    match egress {
-        Egress::Unrestricted => {
-            lines.push(format!("add rule {t} {chain} {dns}"));
-            lines.extend(reject_rules(&t, &chain, &format!("ip daddr {pool}")));
-            lines.extend(reject_rules(&t, &chain, &format!("ip daddr {LINK_LOCAL}")));
-            lines.push(format!("add rule {t} {chain} {count}"));
-        }
-        Egress::DenyAll => lines.extend(reject_rules(&t, &chain, "")),
-        Egress::Allow(nets) => {
-            let nets = normalize(nets.clone());
-            if !nets.is_empty() {
-                lines.push(format!("add element {t} {set} {{ {} }}", join(&nets)));
-            }
-            lines.push(format!("add rule {t} {chain} {dns}"));
-            lines.push(format!("add rule {t} {chain} ip daddr @{set} {count}"));
-            lines.extend(reject_rules(&t, &chain, ""));
-        }
-    }
-    if fresh {
-        lines.push(format!(
-            "add element {t} egress {{ \"{}\" : jump {chain} }}",
-            att.host_veth
-        ));
-    }
-    lines_to_script(lines)
-}
-
-/// Deletes the nft objects of these slots. Every object is added first (a no-op when it
-/// exists), so the transaction also succeeds when some are already gone.
-fn remove_script(slots: &[u32]) -> String {
-    let t = format!("inet {NFT_TABLE}");
-    let mut lines = vec![
-        format!("add table {t}"),
-        format!("add map {t} egress {{ type ifname : verdict; }}"),
-    ];
-    for &slot in slots {
-        let (chain, set) = (chain_name(slot), set_name(slot));
-        let (counter, veth) = (counter_name(slot), host_veth_name(slot));
-        lines.extend([
-            format!("add chain {t} {chain}"),
-            format!("add set {t} {set} {{ type ipv4_addr; flags interval; }}"),
-            format!("add counter {t} {counter}"),
-            format!("add element {t} egress {{ \"{veth}\" : jump {chain} }}"),
-            format!("delete element {t} egress {{ \"{veth}\" }}"),
-            format!("flush chain {t} {chain}"),
-            format!("delete chain {t} {chain}"),
-            format!("delete set {t} {set}"),
-            format!("delete counter {t} {counter}"),
-        ]);
-    }
-    lines_to_script(lines)
-}
-
-/// Slots that own any object in a JSON listing of the table.
-fn nft_sandbox_slots(listing: &str) -> Result<BTreeSet<u32>, NetworkError> {
-    let mut slots = BTreeSet::new();
-    for item in nft_items(listing, "list table")? {
-        let name = |kind: &str| item[kind]["name"].as_str().map(str::to_owned);
-        if let Some(n) = name("chain") {
-            slots.extend(parse_slot(&n, "sb", ""));
-        } else if let Some(n) = name("set") {
-            slots.extend(parse_slot(&n, "sb", "_allow"));
-        } else if let Some(n) = name("counter") {
-            slots.extend(parse_slot(&n, "sb", "_tx"));
-        } else if name("map").as_deref() == Some("egress") {
-            for elem in item["map"]["elem"].as_array().into_iter().flatten() {
-                slots.extend(
-                    elem[0]
-                        .as_str()
-                        .and_then(|n| parse_slot(n, HOST_VETH_PREFIX, "")),
-                );
-            }
-        }
-    }
-    Ok(slots)
-}
-
-/// Byte counts of the per-sandbox counters in a JSON listing, by slot.
-fn veth_rx_bytes(listing: &str) -> Result<BTreeMap<u32, u64>, NetworkError> {
-    let links: Vec<serde_json::Value> =
-        serde_json::from_str(listing).map_err(|e| NetworkError::Output {
-            command: "ip -j -s link show type veth".to_owned(),
-            detail: e.to_string(),
-        })?;
-    Ok(links
-        .iter()
-        .filter_map(|link| {
-            let slot = parse_slot(link["ifname"].as_str()?, HOST_VETH_PREFIX, "")?;
-            let bytes = link["stats64"]["rx"]["bytes"].as_u64()?;
-            Some((slot, bytes))
-        })
-        .collect())
-}
-
-fn counters(listing: &str) -> Result<BTreeMap<u32, u64>, NetworkError> {
-    let mut out = BTreeMap::new();
-    for item in nft_items(listing, "list counters")? {
-        let counter = &item["counter"];
-        let Some(slot) = counter["name"]
-            .as_str()
-            .and_then(|n| parse_slot(n, "sb", "_tx"))
-        else {
-            continue;
-        };
-        let bytes = counter["bytes"]
-            .as_u64()
-            .ok_or_else(|| NetworkError::Output {
-                command: "nft -j list counters".to_owned(),
-                detail: format!("the counter of slot {slot} has no byte count"),
-            })?;
-        out.insert(slot, bytes);
-    }
-    Ok(out)
-}
-
-fn nft_items(listing: &str, what: &str) -> Result<Vec<serde_json::Value>, NetworkError> {
-    let bad = |detail: String| NetworkError::Output {
-        command: format!("nft -j {what}"),
-        detail,
-    };
-    let mut value: serde_json::Value =
-        serde_json::from_str(listing).map_err(|e| bad(format!("not JSON: {e}")))?;
-    match value.get_mut("nftables").map(serde_json::Value::take) {
-        Some(serde_json::Value::Array(items)) => Ok(items),
-        _ => Err(bad("no \"nftables\" array".to_owned())),
-    }
-}
-
-/// Runs `program args` with `stdin` as its input, in the network namespace bind-mounted at
-/// `netns` (joined with `setns` between fork and exec) or in the daemon's own.
-async fn run(
-    program: &str,
-    args: &[&str],
-    netns: Option<&Path>,
-    stdin: &str,
-) -> Result<String, NetworkError> {
-    let shown = match netns {
-        Some(ns) => format!("{program} {} (in netns {})", args.join(" "), ns.display()),
-        None => format!("{program} {}", args.join(" ")),
-    };
-    let ns_file = match netns {
-        Some(ns) => Some(File::open(ns).map_err(io_error(format!("open {}", ns.display())))?),
-        None => None,
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(file) = &ns_file {
-        let fd = file.as_raw_fd();
-        // SAFETY: the closure makes one system call, setns, which is async-signal-safe; `fd`
-        // stays open until after `spawn` (the file is dropped below) and is O_CLOEXEC, so the
-        // program never inherits it.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
-                    Ok(())
-                } else {
-                    Err(io::Error::last_os_error())
-                }
-            });
-        }
-    }
-    let mut child = cmd.spawn().map_err(io_error(format!("run `{shown}`")))?;
-    drop(ns_file);
-    let mut input = child.stdin.take();
-    let write = async {
-        if let Some(pipe) = input.as_mut() {
-            pipe.write_all(stdin.as_bytes()).await?;
-        }
-        drop(input);
-        Ok::<(), io::Error>(())
-    };
-    let (written, output) = tokio::time::timeout(COMMAND_TIMEOUT, async {
-        tokio::join!(write, child.wait_with_output())
-    })
-    .await
-    .map_err(|_| NetworkError::Command {
-        command: shown.clone(),
-        status: "timed out".to_owned(),
-        stderr: format!("no exit within {COMMAND_TIMEOUT:?}; killed"),
-    })?;
-    let output = output.map_err(io_error(format!("wait for `{shown}`")))?;
-    if !output.status.success() {
-        let mut stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-        if let Some(line) = failed_batch_line(&stderr, stdin) {
-            stderr.push_str(&format!(" [batch line: {line}]"));
-        }
-        return Err(NetworkError::Command {
-            command: shown,
-            status: output.status.to_string(),
-            stderr,
-        });
-    }
-    written.map_err(io_error(format!("write the input of `{shown}`")))?;
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// `ip -batch` reports `Command failed -:N`; returns that line of the batch.
-fn failed_batch_line<'a>(stderr: &str, batch: &'a str) -> Option<&'a str> {
-    let n: usize = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("Command failed -:"))?
-        .trim()
-        .parse()
-        .ok()?;
-    batch.lines().nth(n.checked_sub(1)?)
-}
-
-/// Runs `f` on a new OS thread that has joined the network namespace bind-mounted at `netns`
-/// (None: stays in the daemon's own). The thread ends with `f`, so nothing else ever runs in
-/// that namespace by accident (a pooled thread would carry it over to unrelated work).
-pub async fn in_netns<T, F>(netns: Option<PathBuf>, f: F) -> Result<T, NetworkError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let context = match &netns {
-        Some(ns) => format!("join network namespace {}", ns.display()),
-        None => "run on a helper thread".to_owned(),
-    };
-    std::thread::Builder::new()
-        .name("sbx-netns".to_owned())
-        .spawn(move || {
-            let joined = match &netns {
-                None => Ok(()),
-                Some(path) => File::open(path).and_then(|ns| {
-                    nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
-                }),
-            };
-            let _ = tx.send(joined.map(|()| f()));
-        })
-        .map_err(io_error("start a helper thread"))?;
-    match rx.await {
-        Ok(result) => result.map_err(io_error(context)),
-        Err(_) => Err(io_error(context)(io::Error::other(
-            "the helper thread panicked",
-        ))),
-    }
-}
-
-/// Makes /run/netns exist and be a shared mount point, as `ip netns add` does, so a
-/// namespace's bind mount removed here also leaves mount namespaces copied from this one.
-fn prepare_netns_dir() -> io::Result<()> {
-    fs::create_dir_all(NETNS_DIR)?;
-    let shared = MsFlags::MS_SHARED | MsFlags::MS_REC;
-    let make_shared =
-        || nix::mount::mount(None::<&str>, NETNS_DIR, None::<&str>, shared, None::<&str>);
-    match make_shared() {
-        Ok(()) => Ok(()),
-        Err(Errno::EINVAL) => {
-            // Not a mount point yet: bind it onto itself, then mark it shared.
-            let bind = MsFlags::MS_BIND | MsFlags::MS_REC;
-            nix::mount::mount(Some(NETNS_DIR), NETNS_DIR, None::<&str>, bind, None::<&str>)?;
-            Ok(make_shared()?)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Bind-mounts a network namespace at `path`: the one of `source` (a `/proc/<pid>/ns/net`), or
-/// a new one made by unsharing the calling thread (which must be a throwaway thread).
-fn create_netns(path: &Path, source: Option<&Path>) -> io::Result<()> {
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(path)?;
-    let mounted = (|| {
-        let source = match source {
-            Some(source) => source,
-            None => {
-                nix::sched::unshare(CloneFlags::CLONE_NEWNET)?;
-                Path::new("/proc/thread-self/ns/net")
-            }
-        };
-        nix::mount::mount(
-            Some(source),
-            path,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-    })();
-    if let Err(e) = mounted {
-        let _ = fs::remove_file(path);
-        return Err(e.into());
-    }
-    Ok(())
-}
-
-/// Unmounts and removes a namespace's bind mount; returns whether there was one. The namespace
-/// itself goes away once no process is left in it.
-fn delete_netns(path: &Path) -> io::Result<bool> {
-    match nix::mount::umount2(path, MntFlags::MNT_DETACH) {
-        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => {}
-        Err(e) => return Err(e.into()),
-    }
-    match fs::remove_file(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Interface names of the calling thread's network namespace.
-fn list_interfaces() -> io::Result<Vec<String>> {
-    let dev = fs::read_to_string("/proc/thread-self/net/dev")?;
-    Ok(parse_proc_net_dev(&dev))
-}
-
-fn parse_proc_net_dev(dev: &str) -> Vec<String> {
-    dev.lines()
-        .skip(2)
-        .filter_map(|l| l.split_once(':'))
-        .map(|(name, _)| name.trim().to_owned())
-        .collect()
 }
 
 /// Non-loopback IPv4 nameservers of the host; when /etc/resolv.conf names only a local stub
@@ -1473,7 +1023,7 @@ mod tests {
             inner.ends_with("route add default via 10.88.0.29 dev eth0\n"),
             "{inner}"
         );
-        let base = m.base_script();
+        let base = base_script(m.pool, m.uplink.as_deref(), &m.dns);
         assert!(
             base.contains("add element inet sbx dns { 192.0.2.53 }\n"),
             "{base}"
@@ -1489,9 +1039,12 @@ mod tests {
             ..Default::default()
         });
         assert!(
-            with_uplink
-                .base_script()
-                .contains("oifname \"ens3\" masquerade")
+            base_script(
+                with_uplink.pool,
+                with_uplink.uplink.as_deref(),
+                &with_uplink.dns
+            )
+            .contains("oifname \"ens3\" masquerade")
         );
     }
 
