@@ -78,6 +78,56 @@ async fn drop_namespace(client: &kube::Client, name: &str) {
     }
 }
 
+/// What an earlier test or run left: sbx's cluster-wide objects and these namespaces.
+async fn clean(client: &kube::Client, namespaces: &[&str]) {
+    reset(client).await;
+    for namespace in namespaces {
+        drop_namespace(client, namespace).await;
+    }
+}
+
+/// A test's hold on the shared cluster: one test at a time. Taking it removes what an earlier
+/// test left; dropping it removes what this test made (sbx's cluster-wide objects and the
+/// test's namespaces), also when an assertion failed. Declare it first, so that the test's
+/// daemons are stopped before it cleans.
+struct Cluster {
+    client: kube::Client,
+    namespaces: Vec<&'static str>,
+    _one: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    async fn take(namespaces: &[&'static str]) -> Cluster {
+        let one = CLUSTER.lock().await;
+        let client = cluster().await;
+        clean(&client, namespaces).await;
+        Cluster {
+            client,
+            namespaces: namespaces.to_vec(),
+            _one: one,
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Drop cannot await, and the test's runtime is the thread being dropped on: the
+        // clean-up runs on a thread and runtime of its own, with a client of its own.
+        let namespaces = std::mem::take(&mut self.namespaces);
+        let cleaned = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the clean-up")
+                .block_on(async { clean(&cluster().await, &namespaces).await })
+        })
+        .join();
+        if cleaned.is_err() && !std::thread::panicking() {
+            panic!("cleaning the test cluster failed");
+        }
+    }
+}
+
 fn start() -> Daemon {
     Daemon::start_on_kubernetes("")
 }
@@ -85,9 +135,8 @@ fn start() -> Daemon {
 #[tokio::test]
 async fn identity_and_tenancy_live_in_the_cluster() {
     use reqwest::Method as M;
-    let _one = CLUSTER.lock().await;
-    let client = cluster().await;
-    reset(&client).await;
+    let cluster = Cluster::take(&[]).await;
+    let client = cluster.client.clone();
     let daemon = start();
     let admin = bootstrap_token(&client).await;
     let (status, body) = call(&daemon, &admin, M::GET, "/api/v1/auth/whoami", None).await;
@@ -307,16 +356,13 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/tenants/acme", None).await;
     assert_eq!(status, 200);
     assert!(tenants(&client).get_opt("acme").await.unwrap().is_none());
-    reset(&client).await;
 }
 
 #[tokio::test]
 async fn sandboxes_are_deployments() {
     use reqwest::Method as M;
-    let _one = CLUSTER.lock().await;
-    let client = cluster().await;
-    reset(&client).await;
-    drop_namespace(&client, "sb-ns").await;
+    let cluster = Cluster::take(&["sb-ns"]).await;
+    let client = cluster.client.clone();
     let daemon = start();
     let admin = bootstrap_token(&client).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "sb-ns");
@@ -667,7 +713,6 @@ async fn sandboxes_are_deployments() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(get("web").await.0, 404);
-    reset(&client).await;
 }
 
 /// A whole test cluster of one test's own (`scripts/k8s-testenv start --dir`), stopped on drop
@@ -913,10 +958,8 @@ fn volume_snapshots(client: &kube::Client, namespace: &str) -> Api<DynamicObject
 #[tokio::test]
 async fn snapshots_are_volume_snapshots() {
     use reqwest::Method as M;
-    let _one = CLUSTER.lock().await;
-    let client = cluster().await;
-    reset(&client).await;
-    drop_namespace(&client, "vs-ns").await;
+    let cluster = Cluster::take(&["vs-ns"]).await;
+    let client = cluster.client.clone();
     let daemon = Daemon::start_on_kubernetes("[kubernetes]\nforkTimeout = \"4s\"\n");
     let admin = bootstrap_token(&client).await;
     let post = |path: String, body: Value| {
@@ -1198,8 +1241,6 @@ async fn snapshots_are_volume_snapshots() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    drop_namespace(&client, "vs-ns").await;
-    reset(&client).await;
 }
 
 /// Two replicas against one cluster: a tenant's quota holds across them (the per-tenant quota
@@ -1207,10 +1248,8 @@ async fn snapshots_are_volume_snapshots() {
 #[tokio::test]
 async fn quotas_hold_across_replicas() {
     use reqwest::Method as M;
-    let _one = CLUSTER.lock().await;
-    let client = cluster().await;
-    reset(&client).await;
-    drop_namespace(&client, "q-ns").await;
+    let cluster = Cluster::take(&["q-ns", "sq-ns"]).await;
+    let client = cluster.client.clone();
     let first = start();
     let admin = bootstrap_token(&client).await;
     let (status, body) = call(
@@ -1339,10 +1378,6 @@ async fn quotas_hold_across_replicas() {
         (403, Some("QuotaExceeded")),
         "{body}"
     );
-    drop((first, second));
-    drop_namespace(&client, "q-ns").await;
-    drop_namespace(&client, "sq-ns").await;
-    reset(&client).await;
 }
 
 /// Reads come from each replica's watch caches (sandbox Deployments, their Pods, sandbox
@@ -1351,10 +1386,8 @@ async fn quotas_hold_across_replicas() {
 #[tokio::test]
 async fn every_replica_reads_what_the_cluster_holds() {
     use reqwest::Method as M;
-    let _one = CLUSTER.lock().await;
-    let client = cluster().await;
-    reset(&client).await;
-    drop_namespace(&client, "rd-ns").await;
+    let cluster = Cluster::take(&["rd-ns"]).await;
+    let client = cluster.client.clone();
     let first = start();
     let admin = bootstrap_token(&client).await;
     let second = start();
@@ -1426,9 +1459,6 @@ async fn every_replica_reads_what_the_cluster_holds() {
             eventually(|| status_of(daemon, path), 404, path).await;
         }
     }
-    drop((first, second));
-    drop_namespace(&client, "rd-ns").await;
-    reset(&client).await;
 }
 
 async fn get_status(daemon: &Daemon, token: &str, path: &str) -> u16 {
