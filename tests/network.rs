@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sbx::daemon::runtime::network::{
+use sbx::runtime::network::{
     Attachment, Egress, Ipv4Net, NetworkConfig, NetworkError, NetworkManager,
 };
 

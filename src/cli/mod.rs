@@ -130,7 +130,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The shim is a plain synchronous process: no async runtime, no log subscriber.
     if let Command::Shim(args) = &cli.command {
-        return ExitCode::from(crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8);
+        return ExitCode::from(crate::runtime::shim::run(args).clamp(0, 255) as u8);
     }
     if !matches!(cli.command, Command::Serve(_)) {
         // A client command whose reader goes away (`sbx key list | head -1`) ends quietly, as

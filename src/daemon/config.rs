@@ -7,8 +7,8 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::daemon::oidc::OidcConfig;
-use crate::daemon::runtime::engine::RuntimeConfig;
-use crate::daemon::runtime::network::NetworkConfig;
+use crate::runtime::engine::RuntimeConfig;
+use crate::runtime::network::NetworkConfig;
 use crate::shared::paths;
 
 /// Development allows unscoped tenant-role keys; production requires a tenant for tenant

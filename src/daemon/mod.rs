@@ -8,7 +8,6 @@ pub mod oidc;
 pub mod openapi;
 pub mod platform;
 pub mod routes;
-pub mod runtime;
 pub mod services;
 pub mod state;
 

@@ -4,6 +4,7 @@ pub mod duration;
 pub mod egress;
 pub mod envelope;
 pub mod image_ref;
+pub mod io;
 pub mod models;
 pub mod names;
 pub mod paths;

@@ -51,7 +51,7 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Internal: the per-sandbox shim started by `sbx serve`
     #[command(hide = true)]
-    Shim(crate::daemon::runtime::shim::ShimArgs),
+    Shim(crate::runtime::shim::ShimArgs),
 }
 
 /// What a client command needs: the resolved settings, a client and a printer.
@@ -97,7 +97,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Node(command) => node::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
-            crate::daemon::runtime::shim::run(args).clamp(0, 255) as u8,
+            crate::runtime::shim::run(args).clamp(0, 255) as u8,
         )),
     }
 }

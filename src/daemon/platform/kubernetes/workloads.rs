@@ -377,9 +377,7 @@ impl KubernetesPlatform {
         let run = async {
             let read = |s| async move {
                 match s {
-                    Some(s) => {
-                        crate::daemon::runtime::engine::read_capped(s, EXEC_OUTPUT_CAP).await
-                    }
+                    Some(s) => crate::shared::io::read_capped(s, EXEC_OUTPUT_CAP).await,
                     None => (Vec::new(), false),
                 }
             };

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::daemon::platform::images::{ImageBackend, UploadFile};
 use crate::daemon::platform::{PlatformError, PlatformResult};
-use crate::daemon::runtime::images::{Image, ImageError, ImageStore, repository_from_file_name};
+use crate::runtime::images::{Image, ImageError, ImageStore, repository_from_file_name};
 use crate::shared::models::image::ImageRecord;
 
 /// The API's record of a stored image.

@@ -22,10 +22,10 @@ use crate::daemon::platform::local::sandboxes::LocalSandboxes;
 use crate::daemon::platform::{
     Metering, Platform, PlatformError, PlatformResult, Reservation, StoredKey, StoredTenant,
 };
-use crate::daemon::runtime::engine::RuntimeConfig;
-use crate::daemon::runtime::engine::Sbxd;
-use crate::daemon::runtime::images::ImageStore;
-use crate::daemon::runtime::network::NetworkConfig;
+use crate::runtime::engine::RuntimeConfig;
+use crate::runtime::engine::Sbxd;
+use crate::runtime::images::ImageStore;
+use crate::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role, RoleBindings};
 use crate::shared::paths::ADMIN_TOKEN_FILE;
 
@@ -52,7 +52,7 @@ pub struct LocalPlatform {
 }
 
 /// What one sandbox of this spec reserves.
-fn size_of(spec: &crate::daemon::runtime::engine::SandboxSpec) -> Reservation {
+fn size_of(spec: &crate::runtime::engine::SandboxSpec) -> Reservation {
     Reservation {
         sandboxes: 1,
         cpu_millis: spec.cpu_millis.unwrap_or(0),

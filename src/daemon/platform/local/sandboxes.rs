@@ -16,8 +16,8 @@ use crate::daemon::platform::SandboxBackend;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::snapshots::SnapshotRecord;
 use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
-use crate::daemon::runtime::engine::{SandboxSpec, Sbxd};
-use crate::daemon::runtime::{RuntimeError, process};
+use crate::runtime::engine::{SandboxSpec, Sbxd};
+use crate::runtime::{RuntimeError, process};
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
 use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
@@ -903,10 +903,9 @@ impl LocalSandboxes {
         if let Err(e) = &listed {
             tracing::warn!(error = %e, "listing containers; asking for each sandbox instead");
         }
-        let mut states: Option<HashMap<String, crate::daemon::runtime::runc::ContainerState>> =
-            listed
-                .ok()
-                .map(|list| list.into_iter().map(|c| (c.id.clone(), c)).collect());
+        let mut states: Option<HashMap<String, crate::runtime::runc::ContainerState>> = listed
+            .ok()
+            .map(|list| list.into_iter().map(|c| (c.id.clone(), c)).collect());
         for record in records {
             let spec = record.spec.clone();
             match record.status {
@@ -1019,13 +1018,11 @@ impl LocalSandboxes {
                 let id = entry.file_name().to_string_lossy().into_owned();
                 if !ids.contains(&id) {
                     tracing::info!(sandbox = %id, "removing files of an orphaned sandbox");
-                    for mount in crate::daemon::runtime::overlay::mounts_under(&entry.path()) {
+                    for mount in crate::runtime::overlay::mounts_under(&entry.path()) {
                         let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
                     }
                     let _ = std::fs::remove_dir_all(entry.path());
-                    crate::daemon::runtime::cgroup::remove_dirs(
-                        &crate::daemon::runtime::cgroup::cgroups_path(&id),
-                    );
+                    crate::runtime::cgroup::remove_dirs(&crate::runtime::cgroup::cgroups_path(&id));
                 }
             }
         }

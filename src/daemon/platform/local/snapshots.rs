@@ -17,7 +17,7 @@ use crate::daemon::platform::local::sandboxes::{LocalSandboxes, Record, new_id, 
 use crate::daemon::platform::{
     MeterSample, Metering, NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
 };
-use crate::daemon::runtime::engine::SandboxSpec;
+use crate::runtime::engine::SandboxSpec;
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::SandboxStatus;
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};

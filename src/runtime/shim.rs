@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::runtime::logs::{LogWriter, Stream};
+use crate::runtime::logs::{LogWriter, Stream};
 
 /// Arguments of `sbx shim`; only the daemon starts it.
 #[derive(Debug, Clone, Args)]
@@ -319,7 +319,7 @@ fn reap(pid: i32) -> (i32, Option<i32>) {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => {
                 // Not our child (no subreaper): watch it instead.
-                while crate::daemon::runtime::process::alive(pid) {
+                while crate::runtime::process::alive(pid) {
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
                 return (-1, None);

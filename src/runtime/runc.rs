@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 use tokio::process::Command;
 
-use crate::daemon::runtime::RuntimeError;
+use crate::runtime::RuntimeError;
 
 /// Which OCI runtime CLI runs the sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -12,8 +12,8 @@ use oci_spec::runtime::{
     PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec, UserBuilder,
 };
 
-use crate::daemon::runtime::RuntimeError;
-use crate::daemon::runtime::idmap::IdMap;
+use crate::runtime::RuntimeError;
+use crate::runtime::idmap::IdMap;
 pub use crate::shared::capabilities::{NON_ROOT_ID, parse_capability};
 
 /// CFS period used for CPU quotas, microseconds.

@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::daemon::runtime::bundle::{self, BundleConfig};
-use crate::daemon::runtime::idmap::{self, IdMap};
-use crate::daemon::runtime::images::{Image, ImageStore};
-use crate::daemon::runtime::network::{self, Egress, NetworkConfig, NetworkError, NetworkManager};
-use crate::daemon::runtime::overlay::{self, RootFs};
-use crate::daemon::runtime::runc::{Runc, RuntimeKind};
-use crate::daemon::runtime::shim::{ExitRecord, ShimReport};
-use crate::daemon::runtime::{RuntimeError, cgroup, logs, process};
+use crate::runtime::bundle::{self, BundleConfig};
+use crate::runtime::idmap::{self, IdMap};
+use crate::runtime::images::{Image, ImageStore};
+use crate::runtime::network::{self, Egress, NetworkConfig, NetworkError, NetworkManager};
+use crate::runtime::overlay::{self, RootFs};
+use crate::runtime::runc::{Runc, RuntimeKind};
+use crate::runtime::shim::{ExitRecord, ShimReport};
+use crate::runtime::{RuntimeError, cgroup, logs, process};
 use crate::shared::models::sandbox::ExecResponse;
 
 /// Runtime settings (config file section `[runtime]`, camelCase keys).
@@ -270,28 +270,6 @@ fn mkdir_private(dir: &Path) -> Result<(), RuntimeError> {
         .map_err(|e| RuntimeError::io(&format!("create {}", dir.display()), e))
 }
 
-pub(crate) async fn read_capped<R: AsyncRead + Unpin>(
-    mut reader: R,
-    cap: usize,
-) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                if n > room {
-                    truncated = true;
-                }
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    (kept, truncated)
-}
-
 impl Sbxd {
     /// Prepares the engine under `data_dir` over the platform's image store: runtime root
     /// and network host side.
@@ -424,11 +402,9 @@ impl Sbxd {
         }
         let copied = {
             let (upper, tmp) = (upper.clone(), tmp.clone());
-            tokio::task::spawn_blocking(move || {
-                crate::daemon::runtime::flatten::copy_entry(&upper, &tmp)
-            })
-            .await
-            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+            tokio::task::spawn_blocking(move || crate::runtime::flatten::copy_entry(&upper, &tmp))
+                .await
+                .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
         };
         if let Err(e) = copied {
             let _ = tokio::fs::remove_dir_all(&tmp).await;
@@ -456,7 +432,7 @@ impl Sbxd {
         let merged = {
             let tmp = tmp.clone();
             tokio::task::spawn_blocking(move || {
-                crate::daemon::runtime::flatten::merge_layers(&dirs, &tmp)?;
+                crate::runtime::flatten::merge_layers(&dirs, &tmp)?;
                 Ok::<u64, std::io::Error>(overlay::disk_usage(&tmp))
             })
             .await
@@ -956,11 +932,11 @@ impl Sbxd {
         let stdout = child
             .stdout
             .take()
-            .map(|s| tokio::spawn(read_capped(s, cap)));
+            .map(|s| tokio::spawn(crate::shared::io::read_capped(s, cap)));
         let stderr = child
             .stderr
             .take()
-            .map(|s| tokio::spawn(read_capped(s, cap)));
+            .map(|s| tokio::spawn(crate::shared::io::read_capped(s, cap)));
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (status.ok(), false),
             Err(_) => {

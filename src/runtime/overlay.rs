@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
 
-use crate::daemon::runtime::RuntimeError;
+use crate::runtime::RuntimeError;
 
 /// Directories of one sandbox's root filesystem.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use nix::sched::CloneFlags;
 
-use crate::daemon::runtime::RuntimeError;
+use crate::runtime::RuntimeError;
 
 /// Ids a sandbox can use: 0..65535 inside, like an image expects.
 pub const ID_MAP_SIZE: u32 = 65536;
@@ -105,7 +105,7 @@ fn cstring(path: &Path) -> io::Result<std::ffi::CString> {
 /// `n` in `source` appear owned by `map.host_base + n` under `target`. A no-op when `target`
 /// is a mount point already (a daemon restart).
 pub fn mount_view(source: &Path, target: &Path, map: IdMap) -> Result<(), RuntimeError> {
-    if crate::daemon::runtime::overlay::is_mount_point(target) {
+    if crate::runtime::overlay::is_mount_point(target) {
         return Ok(());
     }
     let fail = |what: &str, e: io::Error| RuntimeError::io(&format!("idmapped view: {what}"), e);
@@ -170,7 +170,7 @@ pub fn mount_view(source: &Path, target: &Path, map: IdMap) -> Result<(), Runtim
 
 /// Unmounts a view made by [`mount_view`]; overlays already mounted over it keep working.
 pub fn unmount_view(target: &Path) {
-    if crate::daemon::runtime::overlay::is_mount_point(target) {
+    if crate::runtime::overlay::is_mount_point(target) {
         let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
     }
 }

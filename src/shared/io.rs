@@ -1,0 +1,23 @@
+//! Reading a command's output with a cap, as exec does on both platforms (the sbxd shim's
+//! pipes, the Kubernetes API server's exec stream).
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Reads `reader` to its end, keeping at most `cap` bytes; returns them and whether more came.
+pub async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    truncated = true;
+                }
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, truncated)
+}
