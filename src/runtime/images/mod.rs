@@ -1,0 +1,938 @@
+//! Image store of the sbxd runtime: pulls OCI images from registries, imports OCI image-layout
+//! archives, and keeps every layer unpacked once, content-addressed by its diff id, as a
+//! read-only overlayfs lower dir shared by all sandboxes.
+//!
+//! Layout under the store root (`<data-dir>/images`):
+//!
+//! | path | what |
+//! |---|---|
+//! | `index.json` | the known images and the unpacked size of each layer; replaced atomically |
+//! | `layers/<diff-id hex>/` | one unpacked layer, overlay-ready (whiteouts are `0/0` char devices, opaque dirs carry `trusted.overlay.opaque=y`) |
+//! | `tmp/` | downloads, uploads and half-unpacked layers; emptied when the store opens |
+//!
+//! Compressed blobs are not kept: a layer is downloaded (or read from an archive), verified
+//! against its digest and its diff id, unpacked into `tmp/` and renamed into `layers/`, so a
+//! layer directory either is complete or does not exist.
+//!
+//! Images imported from an archive are named by the manifest's `io.containerd.image.name`
+//! annotation, else by `org.opencontainers.image.ref.name`. When that annotation holds only a
+//! tag (`latest`, as `skopeo copy … oci-archive:FILE:TAG` writes it), the repository name is
+//! derived from the archive's file name (`busybox.tar` → `busybox:latest`, which normalizes to
+//! `docker.io/library/busybox:latest`); with no annotation at all the tag is `latest`.
+mod archive;
+mod oci;
+mod unpack;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ffi::{CString, OsStr};
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use oci_client::client::{ClientConfig, ClientProtocol, current_platform_resolver};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::shared::image_ref;
+use crate::shared::timestamp::now_unix;
+
+use archive::*;
+use oci::*;
+use unpack::*;
+
+/// Annotation with an image's full name (containerd, buildkit, sbx's `scripts/mkimage.py`).
+pub const ANNOTATION_IMAGE_NAME: &str = "io.containerd.image.name";
+/// OCI annotation with an image's reference: a full name or only a tag.
+pub const ANNOTATION_REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+const INDEX_FILE: &str = "index.json";
+const LAYERS_DIR: &str = "layers";
+const TMP_DIR: &str = "tmp";
+const INDEX_VERSION: u32 = 1;
+/// Largest JSON document (index, manifest, config) read from an archive or a registry.
+const MAX_JSON_BYTES: u64 = 16 * 1024 * 1024;
+/// Layers downloaded at once by one pull.
+const PARALLEL_LAYERS: usize = 3;
+/// Overlay whiteout marker prefix and opaque-directory marker of the OCI layer format.
+const WHITEOUT_PREFIX: &str = ".wh.";
+const WHITEOUT_OPAQUE: &str = ".wh..wh..opq";
+const XATTR_OPAQUE: &str = "trusted.overlay.opaque";
+
+/// Why an image operation failed. [`ImageError::is_caller_error`] tells the service layer
+/// whether it is the caller's problem (400) or the host's (500).
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The reference does not parse (400).
+    #[error("{0}")]
+    InvalidReference(String),
+    /// The registry has no such repository, tag, digest or platform (400).
+    #[error("{0}")]
+    NotFound(String),
+    /// The registry could not be reached, refused access or sent bad content (400).
+    #[error("{0}")]
+    Registry(String),
+    /// An uploaded or local archive is not a usable OCI image layout (400).
+    #[error("{0}")]
+    InvalidArchive(String),
+    /// The image uses something this store does not handle, e.g. zstd layers (400).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The store's own files are inconsistent (500).
+    #[error("{0}")]
+    Corrupt(String),
+    /// The store's filesystem failed (500).
+    #[error("{context}: {source}")]
+    Io {
+        /// What the store was doing.
+        context: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl ImageError {
+    /// Whether the request was at fault (answer 400) rather than the host (answer 500).
+    pub fn is_caller_error(&self) -> bool {
+        !matches!(self, ImageError::Corrupt(_) | ImageError::Io { .. })
+    }
+
+    fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> ImageError {
+        let context = context.into();
+        move |source| ImageError::Io { context, source }
+    }
+}
+
+/// The runtime settings an image carries (from its config's `config` object).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageConfig {
+    /// `Entrypoint`.
+    #[serde(default)]
+    pub entrypoint: Vec<String>,
+    /// `Cmd`.
+    #[serde(default)]
+    pub cmd: Vec<String>,
+    /// `Env`, as `KEY=value` strings.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `WorkingDir`, when set.
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// `User` (`uid`, `uid:gid` or a name), when set.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// An image known to the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// Normalized reference, e.g. `docker.io/library/busybox:latest`.
+    pub reference: String,
+    /// Digest of the image manifest (the platform manifest, not an index).
+    pub digest: String,
+    /// Layer diff ids (`sha256:…` of the uncompressed tar), lowest first.
+    pub layers: Vec<String>,
+    /// Runtime settings.
+    pub config: ImageConfig,
+    /// Unpacked size of its distinct layers, in bytes.
+    pub size_bytes: u64,
+    /// When the store recorded it (unix seconds).
+    pub created: i64,
+}
+
+/// The persisted state of the store.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoreIndex {
+    #[serde(default)]
+    version: u32,
+    /// Images by normalized reference.
+    #[serde(default)]
+    images: BTreeMap<String, Image>,
+    /// Unpacked size per layer, by diff-id hex.
+    #[serde(default)]
+    layers: BTreeMap<String, u64>,
+}
+
+/// A path under the store's `tmp/` removed (file or tree) when dropped, so cancelled or failed
+/// work leaves nothing behind.
+#[derive(Debug)]
+struct TempPath(PathBuf);
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        match fs::symlink_metadata(&self.0) {
+            Ok(meta) if meta.is_dir() => {
+                let _ = fs::remove_dir_all(&self.0);
+            }
+            Ok(_) => {
+                let _ = fs::remove_file(&self.0);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// A place for an uploaded archive inside the store's temp dir (same filesystem as the
+/// layers); the file is removed when this is dropped.
+#[derive(Debug)]
+pub struct Upload(TempPath);
+
+impl Upload {
+    /// Where to write the upload. The file does not exist yet.
+    pub fn path(&self) -> &Path {
+        &self.0.0
+    }
+}
+
+impl AsRef<Path> for Upload {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
+/// Where the bytes of a layer come from.
+enum LayerSource<'a> {
+    /// A registry blob of this image.
+    Registry {
+        reference: &'a Reference,
+        descriptor: &'a OciDescriptor,
+    },
+    /// A blob file of an extracted archive, verified against `digest` while unpacking.
+    File {
+        path: PathBuf,
+        media_type: String,
+        digest: String,
+    },
+}
+
+/// The content-addressed image store. Share it behind an `Arc`; every method takes `&self`.
+pub struct ImageStore {
+    root: PathBuf,
+    insecure_registries: Vec<String>,
+    client: Client,
+    index: Mutex<StoreIndex>,
+    layer_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    temp_counter: AtomicU64,
+}
+
+impl std::fmt::Debug for ImageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageStore")
+            .field("root", &self.root)
+            .field("insecure_registries", &self.insecure_registries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ImageStore {
+    /// Opens (creating if needed) the store at `root`. `insecure_registries` (`host:port`) are
+    /// pulled from over plain HTTP; every other registry over HTTPS.
+    pub fn open(root: &Path, insecure_registries: Vec<String>) -> Result<ImageStore, ImageError> {
+        for dir in [root.to_path_buf(), root.join(LAYERS_DIR)] {
+            fs::create_dir_all(&dir)
+                .map_err(ImageError::io(format!("cannot create {}", dir.display())))?;
+        }
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+            .map_err(ImageError::io(format!("cannot chmod {}", root.display())))?;
+        let tmp = root.join(TMP_DIR);
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(ImageError::io(format!(
+                "cannot clear leftovers in {}",
+                tmp.display()
+            )))?;
+        }
+        fs::create_dir(&tmp).map_err(ImageError::io(format!("cannot create {}", tmp.display())))?;
+        let index_path = root.join(INDEX_FILE);
+        let index = match fs::read(&index_path) {
+            Ok(bytes) => serde_json::from_slice::<StoreIndex>(&bytes).map_err(|e| {
+                ImageError::Corrupt(format!(
+                    "image index {} is not valid: {e}; move it aside to start with an empty \
+                     store (unpacked layers are reused)",
+                    index_path.display()
+                ))
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => StoreIndex::default(),
+            Err(e) => {
+                return Err(ImageError::Io {
+                    context: format!("cannot read {}", index_path.display()),
+                    source: e,
+                });
+            }
+        };
+        if index.version > INDEX_VERSION {
+            return Err(ImageError::Corrupt(format!(
+                "image index {} was written by a newer sbx (version {}); this one reads {}",
+                index_path.display(),
+                index.version,
+                INDEX_VERSION
+            )));
+        }
+        let client = Client::new(ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(insecure_registries.clone()),
+            platform_resolver: Some(Box::new(current_platform_resolver)),
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(120)),
+            user_agent: concat!("sbx/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        });
+        Ok(ImageStore {
+            root: root.to_path_buf(),
+            insecure_registries,
+            client,
+            index: Mutex::new(index),
+            layer_locks: Mutex::new(HashMap::new()),
+            temp_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The image of `reference` if the store has it with all its layers, else pulls it.
+    pub async fn ensure(&self, reference: &str) -> Result<Image, ImageError> {
+        let normalized = normalize_reference(reference)?;
+        let known = self.lock_index().images.get(&normalized).cloned();
+        match known {
+            Some(image) if self.layers_present(&image) => Ok(image),
+            _ => self.pull(&normalized).await,
+        }
+    }
+
+    /// Pulls `reference` from its registry (the host's platform from a multi-platform index),
+    /// reusing every layer already unpacked. Pulling an unchanged image is a no-op that returns
+    /// the stored record.
+    pub async fn pull(&self, reference: &str) -> Result<Image, ImageError> {
+        let parsed = parse_reference(reference)?;
+        let normalized = parsed.whole();
+        let registry = parsed.resolve_registry().to_string();
+        let fail = |e| self.registry_error(&normalized, &registry, e);
+        let (manifest, digest, config_text) = self
+            .client
+            .pull_manifest_and_config(&parsed, &RegistryAuth::Anonymous)
+            .await
+            .map_err(fail)?;
+        if let Some(existing) = self.get(&normalized) {
+            if existing.digest == digest && self.layers_present(&existing) {
+                tracing::debug!(reference = %normalized, %digest, "image unchanged; nothing to pull");
+                return Ok(existing);
+            }
+        }
+        let config = parse_config(config_text.as_bytes()).map_err(|reason| {
+            ImageError::Registry(format!(
+                "registry {registry} sent an invalid image config for {normalized}: {reason}"
+            ))
+        })?;
+        if config.rootfs.diff_ids.len() != manifest.layers.len() {
+            return Err(ImageError::Registry(format!(
+                "image {normalized} is malformed: its manifest lists {} layers but its config {} \
+                 diff ids",
+                manifest.layers.len(),
+                config.rootfs.diff_ids.len()
+            )));
+        }
+        for descriptor in &manifest.layers {
+            check_layer_media_type(&descriptor.media_type)?;
+        }
+        // Futures collected first: a closure inside the stream type would make this future
+        // not provably Send (rustc's higher-ranked lifetime inference), and it is spawned.
+        let layer_pulls: Vec<_> = manifest
+            .layers
+            .iter()
+            .zip(&config.rootfs.diff_ids)
+            .map(|(descriptor, diff_id)| {
+                self.ensure_layer(
+                    diff_id,
+                    LayerSource::Registry {
+                        reference: &parsed,
+                        descriptor,
+                    },
+                )
+            })
+            .collect();
+        let sizes: Vec<u64> = futures_util::stream::iter(layer_pulls)
+            .buffered(PARALLEL_LAYERS)
+            .try_collect()
+            .await?;
+        let image = self.record(normalized, digest, config, &sizes)?;
+        tracing::info!(reference = %image.reference, digest = %image.digest,
+            layers = image.layers.len(), size_bytes = image.size_bytes, "image pulled");
+        Ok(image)
+    }
+
+    /// Imports every image of an OCI image-layout archive (plain or gzip-compressed tar). A
+    /// manifest named only by a tag is named after the archive's file name.
+    pub async fn import_archive(&self, path: &Path) -> Result<Vec<Image>, ImageError> {
+        let fallback = path
+            .file_name()
+            .and_then(OsStr::to_str)
+            .and_then(repository_from_file_name);
+        self.import_archive_as(path, fallback.as_deref()).await
+    }
+
+    /// Imports an archive like [`ImageStore::import_archive`], with `fallback_name` (a
+    /// repository such as `busybox`, see [`repository_from_file_name`]) for manifests that
+    /// carry only a tag.
+    pub async fn import_archive_as(
+        &self,
+        path: &Path,
+        fallback_name: Option<&str>,
+    ) -> Result<Vec<Image>, ImageError> {
+        let (archive, layout) = (path.to_path_buf(), self.temp_path("import"));
+        let layout = tokio::task::spawn_blocking(move || {
+            extract_layout(&archive, &layout.0).map(|()| layout)
+        })
+        .await
+        .map_err(|e| ImageError::Io {
+            context: "archive extraction task failed".into(),
+            source: io::Error::other(e),
+        })??;
+        let candidates = archive_manifests(&layout.0, fallback_name)?;
+        let mut images = Vec::new();
+        for (reference, descriptor) in candidates {
+            let manifest: ManifestDoc = read_json_blob(&layout.0, &descriptor.digest)?;
+            let config_bytes = read_blob(&layout.0, &manifest.config.digest)?;
+            let config = parse_config(&config_bytes).map_err(|reason| {
+                ImageError::InvalidArchive(format!(
+                    "the config of {reference} in the archive is invalid: {reason}"
+                ))
+            })?;
+            if !config.platform_matches_host() {
+                tracing::warn!(%reference, os = %config.os, architecture = %config.architecture,
+                    "skipping an image for another platform");
+                continue;
+            }
+            if config.rootfs.diff_ids.len() != manifest.layers.len() {
+                return Err(ImageError::InvalidArchive(format!(
+                    "image {reference} in the archive is malformed: its manifest lists {} layers \
+                     but its config {} diff ids",
+                    manifest.layers.len(),
+                    config.rootfs.diff_ids.len()
+                )));
+            }
+            let mut sizes = Vec::new();
+            for (layer, diff_id) in manifest.layers.iter().zip(&config.rootfs.diff_ids) {
+                check_layer_media_type(&layer.media_type)?;
+                let path = blob_path(&layout.0, &layer.digest)?;
+                let source = LayerSource::File {
+                    path,
+                    media_type: layer.media_type.clone(),
+                    digest: layer.digest.clone(),
+                };
+                sizes.push(self.ensure_layer(diff_id, source).await?);
+            }
+            let image = self.record(reference, descriptor.digest.clone(), config, &sizes)?;
+            tracing::info!(reference = %image.reference, digest = %image.digest,
+                layers = image.layers.len(), "image imported");
+            images.push(image);
+        }
+        if images.is_empty() {
+            return Err(ImageError::Unsupported(format!(
+                "the archive holds no {} image",
+                host_platform()
+            )));
+        }
+        Ok(images)
+    }
+
+    /// Every known image, ordered by reference.
+    pub fn list(&self) -> Vec<Image> {
+        self.lock_index().images.values().cloned().collect()
+    }
+
+    /// The image of a reference (normalized first), if known.
+    pub fn get(&self, reference: &str) -> Option<Image> {
+        let normalized = normalize_reference(reference).ok()?;
+        self.lock_index().images.get(&normalized).cloned()
+    }
+
+    /// The directory holding every layer (`layer_dirs` are under it).
+    pub fn layers_root(&self) -> PathBuf {
+        self.root.join(LAYERS_DIR)
+    }
+
+    /// The unpacked layer directories of an image, lowest first, as overlayfs lower dirs
+    /// (overlayfs's `lowerdir=` wants them highest first). A layer that occurs twice is listed
+    /// once, at its highest position, which gives the same merged tree.
+    pub fn layer_dirs(&self, image: &Image) -> Vec<PathBuf> {
+        let mut seen = HashSet::new();
+        let mut dirs: Vec<PathBuf> = image
+            .layers
+            .iter()
+            .rev()
+            .filter(|diff_id| seen.insert(diff_id.as_str()))
+            .filter_map(|diff_id| digest_hex(diff_id).ok())
+            .map(|hex| self.root.join(LAYERS_DIR).join(hex))
+            .collect();
+        dirs.reverse();
+        dirs
+    }
+
+    /// Forgets an image. Its layers stay on disk: running sandboxes may use them as lower dirs.
+    pub fn remove(&self, reference: &str) -> Result<Option<Image>, ImageError> {
+        let normalized = normalize_reference(reference)?;
+        let mut index = self.lock_index();
+        let removed = index.images.remove(&normalized);
+        if removed.is_some() {
+            self.persist(&index)?;
+        }
+        Ok(removed)
+    }
+
+    /// A temp file location for an uploaded archive, removed when the [`Upload`] is dropped.
+    pub fn new_upload(&self) -> Upload {
+        Upload(self.temp_path("upload"))
+    }
+
+    fn lock_index(&self) -> MutexGuard<'_, StoreIndex> {
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn temp_path(&self, kind: &str) -> TempPath {
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        TempPath(
+            self.root
+                .join(TMP_DIR)
+                .join(format!("{kind}-{}-{n}", std::process::id())),
+        )
+    }
+
+    fn layers_present(&self, image: &Image) -> bool {
+        self.layer_dirs(image).iter().all(|dir| dir.is_dir())
+    }
+
+    /// Stores an image record (replacing one of the same reference) and the index.
+    fn record(
+        &self,
+        reference: String,
+        digest: String,
+        config: ConfigDoc,
+        sizes: &[u64],
+    ) -> Result<Image, ImageError> {
+        let mut distinct = BTreeSet::new();
+        let size_bytes = config
+            .rootfs
+            .diff_ids
+            .iter()
+            .zip(sizes)
+            .filter(|(diff_id, _)| distinct.insert(diff_id.as_str()))
+            .map(|(_, size)| size)
+            .sum();
+        let image = Image {
+            reference: reference.clone(),
+            digest,
+            layers: config.rootfs.diff_ids.clone(),
+            config: config.runtime_config(),
+            size_bytes,
+            created: now_unix(),
+        };
+        let mut index = self.lock_index();
+        if let Some(existing) = index.images.get(&reference) {
+            if existing.digest == image.digest && existing.layers == image.layers {
+                // The same image again: keep its record and its time.
+                let existing = existing.clone();
+                self.persist(&index)?;
+                return Ok(existing);
+            }
+        }
+        index.images.insert(reference, image.clone());
+        self.persist(&index)?;
+        Ok(image)
+    }
+
+    /// Writes the index atomically: a temp file, fsync, rename.
+    fn persist(&self, index: &StoreIndex) -> Result<(), ImageError> {
+        let path = self.root.join(INDEX_FILE);
+        let tmp = self
+            .root
+            .join(format!("{INDEX_FILE}.tmp-{}", std::process::id()));
+        let doc = StoreIndex {
+            version: INDEX_VERSION,
+            images: index.images.clone(),
+            layers: index.layers.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&doc).map_err(|e| ImageError::Io {
+            context: "cannot encode the image index".into(),
+            source: io::Error::other(e),
+        })?;
+        let write = || -> io::Result<()> {
+            let mut file = File::create(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            ImageError::Io {
+                context: format!("cannot write {}", path.display()),
+                source: e,
+            }
+        })
+    }
+
+    /// The lock serializing the unpack of one layer.
+    fn layer_lock(&self, hex: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .layer_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        locks.entry(hex.to_string()).or_default().clone()
+    }
+
+    fn release_layer_lock(&self, hex: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut locks = self
+            .layer_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        drop(lock);
+        // Only the map holds it now: nobody waits for this layer.
+        if locks.get(hex).is_some_and(|l| Arc::strong_count(l) == 1) {
+            locks.remove(hex);
+        }
+    }
+
+    /// Unpacked size of a layer already on disk: from the index, else measured.
+    fn known_layer_size(&self, hex: &str, dir: &Path) -> Result<u64, ImageError> {
+        if let Some(size) = self.lock_index().layers.get(hex) {
+            return Ok(*size);
+        }
+        let size = tree_size(dir).map_err(ImageError::io(format!(
+            "cannot measure layer {}",
+            dir.display()
+        )))?;
+        self.lock_index().layers.insert(hex.to_string(), size);
+        Ok(size)
+    }
+
+    /// Makes sure the layer `diff_id` is unpacked under `layers/`, fetching it from `source`
+    /// if not; returns its unpacked size. Concurrent calls for one layer unpack it once.
+    async fn ensure_layer(
+        &self,
+        diff_id: &str,
+        source: LayerSource<'_>,
+    ) -> Result<u64, ImageError> {
+        let hex = digest_hex(diff_id).map_err(|reason| match &source {
+            LayerSource::Registry { .. } => {
+                ImageError::Registry(format!("the image config has a bad diff id: {reason}"))
+            }
+            LayerSource::File { .. } => {
+                ImageError::InvalidArchive(format!("the image config has a bad diff id: {reason}"))
+            }
+        })?;
+        let dir = self.root.join(LAYERS_DIR).join(hex);
+        if dir.is_dir() {
+            return self.known_layer_size(hex, &dir);
+        }
+        let lock = self.layer_lock(hex);
+        let result = {
+            let _guard = lock.lock().await;
+            if dir.is_dir() {
+                self.known_layer_size(hex, &dir)
+            } else {
+                self.fetch_layer(diff_id, hex, &dir, source).await
+            }
+        };
+        self.release_layer_lock(hex, lock);
+        result
+    }
+
+    async fn fetch_layer(
+        &self,
+        diff_id: &str,
+        hex: &str,
+        dir: &Path,
+        source: LayerSource<'_>,
+    ) -> Result<u64, ImageError> {
+        let mut download = None;
+        let (blob, media_type, expected_blob, origin) = match source {
+            LayerSource::Registry {
+                reference,
+                descriptor,
+            } => {
+                let temp = self.temp_path("blob");
+                let file = tokio::fs::File::create(&temp.0)
+                    .await
+                    .map_err(ImageError::io(format!(
+                        "cannot create {}",
+                        temp.0.display()
+                    )))?;
+                let registry = reference.resolve_registry();
+                let whole = reference.whole();
+                self.client
+                    .pull_blob(reference, descriptor, file)
+                    .await
+                    .map_err(|e| self.registry_error(&whole, registry, e))?;
+                let path = temp.0.clone();
+                download = Some(temp);
+                (
+                    path,
+                    descriptor.media_type.clone(),
+                    None,
+                    Origin::Registry(whole),
+                )
+            }
+            LayerSource::File {
+                path,
+                media_type,
+                digest,
+            } => (path, media_type, Some(digest), Origin::Archive),
+        };
+        // The blocking task owns the temp paths and moves the layer into place itself, so a
+        // cancelled request neither pulls the floor from under it nor wastes its work.
+        let unpack_dir = self.temp_path("layer");
+        let (layer_dir, expected_diff) = (dir.to_path_buf(), diff_id.to_string());
+        let size = tokio::task::spawn_blocking(move || {
+            let size = unpack_blob(
+                &blob,
+                &media_type,
+                expected_blob.as_deref(),
+                &expected_diff,
+                &unpack_dir.0,
+            )?;
+            drop(download);
+            match fs::rename(&unpack_dir.0, &layer_dir) {
+                Ok(()) => Ok(size),
+                // Another process finished it first: theirs is as good as ours.
+                Err(_) if layer_dir.is_dir() => Ok(size),
+                Err(e) => Err(UnpackError::Io(
+                    format!("cannot move the layer into {}", layer_dir.display()),
+                    e,
+                )),
+            }
+        })
+        .await
+        .map_err(|e| ImageError::Io {
+            context: "layer unpack task failed".into(),
+            source: io::Error::other(e),
+        })?
+        .map_err(|e| e.into_image_error(diff_id, &origin))?;
+        self.lock_index().layers.insert(hex.to_string(), size);
+        tracing::debug!(%diff_id, size_bytes = size, "layer unpacked");
+        Ok(size)
+    }
+
+    /// Maps an oci-client error to a message a user can act on, without credentials.
+    fn registry_error(
+        &self,
+        reference: &str,
+        registry: &str,
+        error: OciDistributionError,
+    ) -> ImageError {
+        use OciDistributionError as E;
+        match error {
+            E::RegistryError { envelope, .. } => {
+                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+                let missing = codes.iter().any(|c| {
+                    matches!(
+                        c,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::BlobUnknown
+                            | OciErrorCode::NotFound
+                    )
+                });
+                let denied = codes
+                    .iter()
+                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied));
+                let messages: Vec<String> = envelope
+                    .errors
+                    .iter()
+                    .map(|e| clip(&e.message, 200))
+                    .filter(|m| !m.is_empty())
+                    .collect();
+                if missing {
+                    ImageError::NotFound(format!(
+                        "image {reference} not found: registry {registry} has no such \
+                         repository, tag or digest"
+                    ))
+                } else if denied {
+                    ImageError::Registry(format!(
+                        "registry {registry} denied access to {reference}; sbx pulls \
+                         anonymously, so the image must be public"
+                    ))
+                } else {
+                    ImageError::Registry(format!(
+                        "registry {registry} refused {reference}: {}",
+                        messages.join("; ")
+                    ))
+                }
+            }
+            E::ImageManifestNotFoundError(_) => ImageError::NotFound(format!(
+                "image {reference} not found for {}: the registry's index has no such platform",
+                host_platform()
+            )),
+            E::ServerError { code: 404, .. } => ImageError::NotFound(format!(
+                "image {reference} not found: registry {registry} answered 404"
+            )),
+            E::ServerError { code, message, .. } => ImageError::Registry(format!(
+                "registry {registry} answered HTTP {code} for {reference}: {}",
+                clip(message.trim(), 200)
+            )),
+            E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
+                ImageError::Registry(format!(
+                    "registry {registry} requires authentication for {reference} (or it does \
+                     not exist there); sbx pulls anonymously, so the image must be public"
+                ))
+            }
+            E::RequestError(e) => {
+                let cause = clip(&root_cause(&e), 300);
+                // A TLS failure against a registry we reach over HTTPS is most often a
+                // plain-HTTP registry; refused connections and DNS failures are not.
+                let network = ["refused", "lookup", "timed out", "unreachable", "no route"];
+                let lower = cause.to_ascii_lowercase();
+                let hint = if self.insecure_registries.iter().any(|r| r == registry)
+                    || network.iter().any(|n| lower.contains(n))
+                {
+                    String::new()
+                } else {
+                    format!(
+                        " (sbx uses HTTPS for {registry}; a plain-HTTP registry must be listed \
+                         under [images] insecureRegistries in the daemon's config file)"
+                    )
+                };
+                ImageError::Registry(format!(
+                    "cannot reach registry {registry} for {reference}: {cause}{hint}"
+                ))
+            }
+            E::DigestError(e) => ImageError::Registry(format!(
+                "registry {registry} sent content for {reference} that does not match its \
+                 digest: {e}"
+            )),
+            E::UnsupportedMediaTypeError(media_type) => ImageError::Unsupported(format!(
+                "image {reference} has an unsupported manifest type {media_type}"
+            )),
+            E::UnsupportedSchemaVersionError(version) => ImageError::Unsupported(format!(
+                "image {reference} uses manifest schema version {version}; only version 2 \
+                 is supported"
+            )),
+            E::IoError(e) => ImageError::Io {
+                context: format!("cannot store a blob of {reference}"),
+                source: e,
+            },
+            other => ImageError::Registry(format!(
+                "pulling {reference} from {registry} failed: {}",
+                clip(&other.to_string(), 300)
+            )),
+        }
+    }
+}
+
+/// Parses a reference ([`image_ref::parse_reference`]).
+fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
+    image_ref::parse_reference(reference).map_err(ImageError::InvalidReference)
+}
+
+/// The canonical form of an image reference ([`image_ref::normalize_reference`]).
+pub fn normalize_reference(reference: &str) -> Result<String, ImageError> {
+    image_ref::normalize_reference(reference).map_err(ImageError::InvalidReference)
+}
+
+/// `os/architecture` of this host in OCI terms.
+fn host_platform() -> String {
+    format!("linux/{}", host_architecture())
+}
+
+fn host_architecture() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
+}
+
+/// The first `max` characters of `text`, marked when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The innermost cause of an error, which for transport errors is the useful part
+/// ("Connection refused"), without the URL.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &(dyn std::error::Error + 'static) = error;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}
+
+/// The hex part of a `sha256:` digest, validated so it can name a file.
+fn digest_hex(digest: &str) -> Result<&str, String> {
+    let Some((algorithm, hex)) = digest.split_once(':') else {
+        return Err(format!("'{}' is not a digest", clip(digest, 100)));
+    };
+    if algorithm != "sha256" {
+        return Err(format!(
+            "digest algorithm '{}' is not supported (only sha256)",
+            clip(algorithm, 20)
+        ));
+    }
+    if hex.len() != 64
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(format!("'{}' is not a sha256 digest", clip(digest, 100)));
+    }
+    Ok(hex)
+}
+
+fn sha256_digest(hasher: Sha256) -> String {
+    format!("sha256:{}", hex::encode(hasher.finalize()))
+}
+
+/// Refuses layer formats the unpacker cannot read before anything is downloaded.
+fn check_layer_media_type(media_type: &str) -> Result<(), ImageError> {
+    if media_type.contains("zstd") {
+        return Err(ImageError::Unsupported(format!(
+            "layers of type {media_type} are not supported: sbx reads tar and gzip layers"
+        )));
+    }
+    if media_type.contains("encrypted") || media_type.contains("wasm") {
+        return Err(ImageError::Unsupported(format!(
+            "layers of type {media_type} are not supported"
+        )));
+    }
+    Ok(())
+}
+
+/// The repository name an archive's file name gives images it names only by a tag:
+/// `busybox.tar` → `busybox`, `My App.tar.gz` → `my-app`; `None` when nothing usable is left.
+pub fn repository_from_file_name(file_name: &str) -> Option<String> {
+    let name = Path::new(file_name)
+        .file_name()?
+        .to_str()?
+        .to_ascii_lowercase();
+    let stem = [".tar.gz", ".tgz", ".tar", ".oci"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(&name);
+    let cleaned: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    (!cleaned.is_empty()).then(|| cleaned.to_string())
+}
+
+#[cfg(test)]
+mod tests;
