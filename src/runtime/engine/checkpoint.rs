@@ -1,0 +1,150 @@
+//! Warm forks: a sandbox's processes checkpointed with CRIU (left running) for a clone to be
+//! restored from; whether CRIU can do it here.
+use super::*;
+
+/// Checks that `criu` runs and is version 4 or later (3.x fails on current kernels).
+pub(super) async fn check_criu(criu: &Path) -> Result<(), String> {
+    let output = tokio::process::Command::new(criu)
+        .arg("--version")
+        .output()
+        .await
+        .map_err(|e| {
+            format!(
+                "warm fork needs CRIU 4 and `{}` cannot run ({e}); install it with \
+                 scripts/install-criu or set [runtime] criu",
+                criu.display()
+            )
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Version:"))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < 4 {
+        return Err(format!(
+            "warm fork needs CRIU 4 or later; `{}` is version {:?}",
+            criu.display(),
+            version
+        ));
+    }
+    Ok(())
+}
+
+/// Sets the hostname in the UTS namespace of `pid` (a restored sandbox comes back with its
+/// source's).
+pub(super) async fn set_hostname(pid: i32, name: &str) -> Result<(), RuntimeError> {
+    let name = name.to_string();
+    let set = std::thread::spawn(move || -> std::io::Result<()> {
+        let uts = std::fs::File::open(format!("/proc/{pid}/ns/uts"))?;
+        // The namespace switch is this thread's alone, and the thread ends right after.
+        nix::sched::setns(&uts, nix::sched::CloneFlags::CLONE_NEWUTS)?;
+        nix::unistd::sethostname(&name)?;
+        Ok(())
+    });
+    tokio::task::spawn_blocking(move || set.join())
+        .await
+        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+        .map_err(|_| RuntimeError::Unavailable("setting the hostname panicked".into()))?
+        .map_err(|e| RuntimeError::io("set the restored sandbox's hostname", e))
+}
+
+impl Sbxd {
+    /// Why a warm fork of the sandbox `spec` cannot be done here, if it cannot: CRIU 4 must
+    /// run, the runtime must be runc, and the sandbox must have its own user namespace.
+    pub async fn warm_fork_unsupported(&self, spec: &SandboxSpec) -> Option<String> {
+        if self.runc.kind() != RuntimeKind::Runc {
+            return Some(format!(
+                "warm fork needs runc with CRIU; this daemon runs sandboxes with {}",
+                self.runc.kind().binary()
+            ));
+        }
+        let config = tokio::fs::read(self.dir(&spec.id).join("bundle").join("config.json"))
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice::<oci_spec::runtime::Spec>(&b).ok());
+        let has_userns = config
+            .as_ref()
+            .and_then(|c| c.linux().as_ref())
+            .and_then(|l| l.namespaces().clone())
+            .is_some_and(|ns| {
+                ns.iter().any(|n| {
+                    n.typ() == oci_spec::runtime::LinuxNamespaceType::User && n.path().is_none()
+                })
+            });
+        if !has_userns {
+            return Some(
+                "warm fork needs the sandbox to run in its own user namespace \
+                 ([runtime] userNamespace = true when it was created)"
+                    .to_string(),
+            );
+        }
+        let criu = self.config.criu.clone();
+        self.criu_check
+            .get_or_init(|| async move { check_criu(&criu).await })
+            .await
+            .clone()
+            .err()
+    }
+
+    /// Warm-fork capture: with the sandbox frozen, dumps its processes with CRIU into a new
+    /// checkpoint dir (leaving them running) and copies its writable layer, so memory and
+    /// files are of the same instant; thaws it. Returns the checkpoint dir, layer id and size.
+    pub async fn capture_warm(
+        &self,
+        spec: &SandboxSpec,
+    ) -> Result<(PathBuf, String, u64), RuntimeError> {
+        let id = spec.id.as_str();
+        let images = self.checkpoints_dir.join(format!("{:016x}", rand_u64()));
+        mkdir_private(&images)?;
+        if let Some(map) = self.id_map {
+            // CRIU's restored task reads some images from inside the sandbox's new user
+            // namespace: before CRIU has written its id maps (still host root, but with no
+            // capability over unmapped files: the owner bits) and after (the sandbox's root,
+            // host id 100000: the group bits). Owner root, group the sandbox's root, 0750,
+            // serves both; the images hold its memory, so nobody else gets in. (Owned by the
+            // sandbox's root alone, a restore failed now and then with "Unable to open
+            // timens-0.img: Permission denied", when the task read it before the maps.)
+            let root = map.host_id(0);
+            nix::unistd::chown(&images, None, Some(nix::unistd::Gid::from_raw(root)))
+                .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
+            std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o750))
+                .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))?;
+        }
+        let cgroup_path = cgroup::cgroups_path(id);
+        let freeze = !cgroup::is_frozen(&cgroup_path);
+        if freeze {
+            self.runc.pause(id).await?;
+        }
+        let captured = async {
+            self.runc.checkpoint(id, &self.config.criu, &images).await?;
+            self.copy_upper(spec).await
+        }
+        .await;
+        if freeze {
+            if let Err(e) = self.runc.resume(id).await {
+                tracing::error!(sandbox = %id, error = %e, "thawing after a warm-fork checkpoint");
+            }
+        }
+        match captured {
+            Ok((layer, size)) => Ok((images, layer, size)),
+            Err(e) => {
+                self.remove_checkpoint(&images).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a checkpoint dir made by [`Sbxd::capture_warm`].
+    pub async fn remove_checkpoint(&self, images: &Path) {
+        if images.starts_with(&self.checkpoints_dir) {
+            let _ = tokio::fs::remove_dir_all(images).await;
+        }
+    }
+}
