@@ -22,6 +22,7 @@ mod cache;
 mod identity;
 mod lease;
 mod objects;
+pub use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod snapshots;
 mod tenants;
@@ -49,8 +50,6 @@ pub const KEYS_SECRET: &str = "sbx-api-keys";
 pub const BOOTSTRAP_SECRET: &str = "sbx-bootstrap-admin";
 /// ConfigMap holding the role-binding document.
 pub const BINDINGS_CONFIGMAP: &str = "sbx-role-bindings";
-/// Label (and taint key) naming a namespace's or a node's tenant.
-pub const TENANT_LABEL: &str = "sbx.io/tenant";
 /// Kata QEMU with a Longhorn root volume: the default backend here.
 pub const KQL_BACKEND: &str = "kata-qemu-longhorn";
 /// Kata Firecracker with devmapper storage.

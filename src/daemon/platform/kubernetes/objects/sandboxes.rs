@@ -4,25 +4,18 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+pub use super::names::{BACKEND_ANNOTATION, MANAGED_LABEL, SANDBOX_LABEL, TEMPLATE_ANNOTATION};
+use super::names::{EGRESS_BANDWIDTH, HOSTNAME_LABEL, INGRESS_BANDWIDTH};
 use crate::daemon::platform::{NewSandbox, Reservation};
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
 use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
 
-/// Label every sandbox Deployment (and its Pods) carries: the sandbox's name.
-pub const SANDBOX_LABEL: &str = "sbx.io/sandbox";
-/// Label marking objects sbx manages.
-pub const MANAGED_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Annotation recording the backend.
-pub const BACKEND_ANNOTATION: &str = "sbx.io/backend";
 /// The main container's name.
 pub const CONTAINER: &str = "sandbox";
 /// The file a passed `before_script` leaves; the readiness probe waits for it.
 pub const READY_MARKER: &str = "/tmp/.sbx-ready";
 
-/// Annotation on a sandbox's Deployment: what it was created with (a [`SandboxTemplate`] as
-/// JSON), so that its snapshots and forks can carry it on.
-pub const TEMPLATE_ANNOTATION: &str = "sbx.io/template";
 /// Where the root PVC of a kql sandbox is mounted in its container.
 pub const ROOT_MOUNT: &str = "/workspace";
 /// The Docker-in-Docker sidecar's container name.
@@ -308,7 +301,7 @@ pub fn deployment(
     if let Some(nodes) = &t.nodes {
         pod_spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{
-                "key": "kubernetes.io/hostname", "operator": "In", "values": nodes,
+                "key": HOSTNAME_LABEL, "operator": "In", "values": nodes,
             }]}],
         }}});
     }
@@ -320,10 +313,10 @@ pub fn deployment(
     let mut pod_annotations = serde_json::Map::new();
     if let Some(limits) = network {
         if let Some(bps) = &limits.egress_bps {
-            pod_annotations.insert("kubernetes.io/egress-bandwidth".into(), bps.clone().into());
+            pod_annotations.insert(EGRESS_BANDWIDTH.into(), bps.clone().into());
         }
         if let Some(bps) = &limits.ingress_bps {
-            pod_annotations.insert("kubernetes.io/ingress-bandwidth".into(), bps.clone().into());
+            pod_annotations.insert(INGRESS_BANDWIDTH.into(), bps.clone().into());
         }
     }
     json!({

@@ -6,34 +6,13 @@ use std::collections::BTreeMap;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
-use super::sandboxes::{MANAGED_LABEL, SANDBOX_LABEL, SandboxTemplate};
+use super::names::*;
+pub use super::names::{KIND, SOURCE_BACKEND, SOURCE_IMAGE, SOURCE_SANDBOX};
+use super::sandboxes::SandboxTemplate;
 use crate::shared::duration::format_age;
 use crate::shared::models::snapshot::{Snapshot, SnapshotKind};
 use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
 use crate::shared::timestamp::format_rfc3339_utc;
-
-/// What created the snapshot (`pause`, `fork`, `named`).
-pub const KIND: &str = "sbx.io/kind";
-/// The sandbox it was taken from.
-pub const SOURCE_SANDBOX: &str = "sbx.io/source-sandbox";
-/// The source sandbox's image.
-pub const SOURCE_IMAGE: &str = "sbx.io/source-image";
-/// The source sandbox's backend.
-pub const SOURCE_BACKEND: &str = "sbx.io/source-backend";
-const SOURCE_CPU: &str = "sbx.io/source-cpu";
-const SOURCE_MEMORY: &str = "sbx.io/source-memory";
-const SOURCE_EPHEMERAL: &str = "sbx.io/source-ephemeral-storage";
-const SOURCE_ROOT_DISK: &str = "sbx.io/source-root-disk-size";
-const SOURCE_BEFORE_SCRIPT: &str = "sbx.io/source-before-script";
-const SOURCE_ENTRYPOINT: &str = "sbx.io/source-entrypoint";
-const SOURCE_CMD: &str = "sbx.io/source-cmd";
-const SOURCE_EGRESS: &str = "sbx.io/source-egress";
-const SOURCE_RUN_AS: &str = "sbx.io/source-run-as";
-const SOURCE_FS_GROUPS: &str = "sbx.io/source-fs-groups";
-const SOURCE_CAPABILITIES: &str = "sbx.io/source-capabilities";
-const SOURCE_SIDECAR: &str = "sbx.io/source-sidecar";
-const SOURCE_ENV: &str = "sbx.io/source-env";
-const SOURCE_NODES: &str = "sbx.io/source-nodes";
 
 /// The VolumeSnapshot resource (snapshot.storage.k8s.io/v1).
 pub fn resource() -> ApiResource {
