@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::daemon::config::Config;
 use crate::daemon::oidc::OidcVerifier;
-use crate::daemon::platform::Platform;
+use crate::daemon::platform::{IdentityStore, Platform, TenantStore};
 use crate::daemon::services::bindings::BindingService;
 use crate::daemon::services::images::ImageService;
 use crate::daemon::services::keys::KeyService;
@@ -52,17 +52,24 @@ impl AppState {
     /// Builds the state and its services over a platform.
     pub fn new(config: Config, platform: Arc<dyn Platform>) -> AppState {
         let config = Arc::new(config);
-        let keys = Arc::new(KeyService::new(platform.clone(), config.mode));
-        let tenants = Arc::new(TenantService::new(platform.clone(), config.mode));
+        // Each service holds the seams it uses.
+        let identity: Arc<dyn IdentityStore> = platform.clone();
+        let tenancy: Arc<dyn TenantStore> = platform.clone();
+        let keys = Arc::new(KeyService::new(
+            identity.clone(),
+            tenancy.clone(),
+            config.mode,
+        ));
+        let tenants = Arc::new(TenantService::new(tenancy.clone(), config.mode));
         let sandboxes = Arc::new(SandboxService::new(
             platform.clone(),
             tenants.clone(),
             config.mode,
         ));
         let images = Arc::new(ImageService::new(platform.images()));
-        let bindings = Arc::new(BindingService::new(platform.clone()));
+        let bindings = Arc::new(BindingService::new(identity));
         let metering = Arc::new(Metering::new(
-            platform.clone(),
+            tenancy,
             tenants.clone(),
             config.metering.metrics_url.clone(),
         ));

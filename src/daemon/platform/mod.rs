@@ -300,6 +300,12 @@ pub trait TenantStore: Send + Sync {
     async fn lock_tenant(&self, _tenant: &str) -> PlatformResult<HeldLock> {
         Ok(HeldLock::none())
     }
+
+    /// Whether this replica runs the cluster-wide periodic work (the scheduled GC sweep, the
+    /// tenant status refresh): the holder of the leader Lease; always, with one replica.
+    fn is_leader(&self) -> bool {
+        true
+    }
 }
 
 /// Sandboxes: create, read, exec, logs, pause/resume, metrics, delete.
@@ -424,12 +430,6 @@ pub trait Platform:
 {
     /// Short name for logs (`local`, `kubernetes`).
     fn name(&self) -> &'static str;
-
-    /// Whether this replica runs the cluster-wide periodic work (the scheduled GC sweep, the
-    /// tenant status refresh): the holder of the leader Lease; always, with one replica.
-    fn is_leader(&self) -> bool {
-        true
-    }
 
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::oidc::OidcIdentity;
-use crate::daemon::platform::Platform;
+use crate::daemon::platform::IdentityStore;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::tenants::TenantService;
 use crate::shared::models::identity::{PrincipalType, Role, RoleBinding, RoleBindings};
 
 /// The role-binding service.
 pub struct BindingService {
-    platform: Arc<dyn Platform>,
+    identity: Arc<dyn IdentityStore>,
     writes: tokio::sync::Mutex<()>,
 }
 
@@ -43,16 +43,16 @@ fn matcher(binding: &RoleBinding) -> Result<(&'static str, &str), String> {
 
 impl BindingService {
     /// A service over a platform.
-    pub fn new(platform: Arc<dyn Platform>) -> BindingService {
+    pub fn new(identity: Arc<dyn IdentityStore>) -> BindingService {
         BindingService {
-            platform,
+            identity,
             writes: tokio::sync::Mutex::new(()),
         }
     }
 
     /// The current document, from the store.
     pub async fn get(&self) -> ServiceResult<RoleBindings> {
-        Ok(self.platform.role_bindings().await?)
+        Ok(self.identity.role_bindings().await?)
     }
 
     /// Whether any binding grants `admin`.
@@ -123,7 +123,7 @@ impl BindingService {
                  key exists",
             ));
         }
-        self.platform.put_role_bindings(&document).await?;
+        self.identity.put_role_bindings(&document).await?;
         tracing::info!(
             bindings = document.bindings.len(),
             denied = document.deny_subjects.len(),

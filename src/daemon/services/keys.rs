@@ -11,7 +11,7 @@ use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
-use crate::daemon::platform::{Platform, StoredKey};
+use crate::daemon::platform::{IdentityStore, StoredKey, TenantStore};
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::names;
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
@@ -33,7 +33,8 @@ const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Owns every API-key operation.
 pub struct KeyService {
-    platform: Arc<dyn Platform>,
+    identity: Arc<dyn IdentityStore>,
+    tenancy: Arc<dyn TenantStore>,
     mode: Mode,
     /// The keys by id; a reload begun before a local write or a newer reload never replaces
     /// what they left (a revoked key cannot come back from an older read).
@@ -58,9 +59,14 @@ fn required<'a, T>(value: &'a Option<T>, field: &str) -> ServiceResult<&'a T> {
 
 impl KeyService {
     /// A service over a platform's key store; call [`KeyService::reload`] before serving.
-    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> KeyService {
+    pub fn new(
+        identity: Arc<dyn IdentityStore>,
+        tenancy: Arc<dyn TenantStore>,
+        mode: Mode,
+    ) -> KeyService {
         KeyService {
-            platform,
+            identity,
+            tenancy,
             mode,
             mirror: Mirror::new(),
         }
@@ -71,7 +77,7 @@ impl KeyService {
     /// store (what they left is kept).
     pub async fn reload(&self) -> ServiceResult<bool> {
         let ticket = self.mirror.ticket();
-        let stored = self.platform.list_keys().await?;
+        let stored = self.identity.list_keys().await?;
         Ok(self.mirror.install_with(ticket, |held| {
             stored
                 .into_iter()
@@ -132,7 +138,7 @@ impl KeyService {
                     "role {role} is scoped to a tenant: give 'tenant' (required in production mode)"
                 )));
             }
-            (true, Some(tenant)) if !self.platform.tenant_exists(tenant).await? => {
+            (true, Some(tenant)) if !self.tenancy.tenant_exists(tenant).await? => {
                 return Err(ServiceError::bad_request(format!(
                     "unknown tenant '{tenant}'"
                 )));
@@ -150,7 +156,7 @@ impl KeyService {
         }
         if let (Some(tenant), false) = (tenant, namespaces.is_empty()) {
             let owned = self
-                .platform
+                .tenancy
                 .list_tenants()
                 .await?
                 .into_iter()
@@ -169,7 +175,7 @@ impl KeyService {
         let known = if nodes.is_empty() {
             Vec::new()
         } else {
-            self.platform.node_names().await?
+            self.tenancy.node_names().await?
         };
         for node in &nodes {
             names::validate_dns_subdomain("node", node).map_err(ServiceError::bad_request)?;
@@ -218,7 +224,7 @@ impl KeyService {
             },
             secret_sha256: sha256(&secret),
         };
-        self.platform.insert_key(&stored).await?;
+        self.identity.insert_key(&stored).await?;
         let mut key = stored.key.clone();
         self.mirror.write(|keys| {
             keys.insert(id.clone(), stored);
@@ -242,7 +248,7 @@ impl KeyService {
 
     /// Revokes every key with this name; 404 when there is none.
     pub async fn revoke(&self, name: &str) -> ServiceResult<Vec<String>> {
-        let ids = self.platform.delete_keys_named(name).await?;
+        let ids = self.identity.delete_keys_named(name).await?;
         if ids.is_empty() {
             return Err(ServiceError::not_found(format!(
                 "no API key named '{name}'"
@@ -302,10 +308,10 @@ impl KeyService {
                 stored.key.last_used = Some(now);
             }
         });
-        let platform = self.platform.clone();
+        let identity = self.identity.clone();
         let id = id.to_string();
         tokio::spawn(async move {
-            if let Err(e) = platform.touch_key(&id, now).await {
+            if let Err(e) = identity.touch_key(&id, now).await {
                 tracing::warn!(key_id = %id, error = %e, "cannot record key use");
             }
         });
@@ -339,7 +345,7 @@ impl KeyService {
             )
             .await?;
         let token = key.token.as_deref().unwrap_or_default();
-        let place = self.platform.store_bootstrap_token(token).await?;
+        let place = self.identity.store_bootstrap_token(token).await?;
         tracing::info!(key_id = %key.id, token_file = %place, "minted the first admin key");
         Ok(Some(place))
     }
@@ -353,7 +359,7 @@ mod tests {
     async fn service(mode: Mode) -> (tempfile::TempDir, KeyService) {
         let dir = tempfile::tempdir().unwrap();
         let platform = Arc::new(LocalPlatform::open(dir.path(), vec![]).unwrap());
-        let service = KeyService::new(platform, mode);
+        let service = KeyService::new(platform.clone(), platform, mode);
         service.reload().await.unwrap();
         (dir, service)
     }

@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::Platform;
+use crate::daemon::platform::TenantStore;
 use crate::daemon::services::tenants::TenantService;
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::usage::{GroupKey, UsageRow};
@@ -100,7 +100,7 @@ pub const USAGE_SERIES: [&str; 6] = [
 
 /// The metering service.
 pub struct Metering {
-    platform: Arc<dyn Platform>,
+    tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
     registry: Registry,
     sandbox_seconds: Family<SandboxLabels, FloatCounter>,
@@ -119,7 +119,7 @@ pub struct Metering {
 impl Metering {
     /// A meter over the platform; `metrics_url` is `metering.metricsUrl`.
     pub fn new(
-        platform: Arc<dyn Platform>,
+        tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         metrics_url: Option<String>,
     ) -> Metering {
@@ -177,7 +177,7 @@ impl Metering {
             latency.clone(),
         );
         Metering {
-            platform,
+            tenancy,
             tenants,
             registry,
             sandbox_seconds,
@@ -228,7 +228,7 @@ impl Metering {
         let now = Instant::now();
         let dt = now.duration_since(accrual.at).as_secs_f64();
         accrual.at = now;
-        let Ok(metering) = self.platform.metering().await else {
+        let Ok(metering) = self.tenancy.metering().await else {
             return;
         };
         let owners: BTreeMap<String, String> = self

@@ -9,7 +9,7 @@ use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
-use crate::daemon::platform::{Platform, PlatformError, Reservation, StoredTenant};
+use crate::daemon::platform::{PlatformError, Reservation, StoredTenant, TenantStore};
 use crate::daemon::services::sandboxes::SandboxService;
 use crate::shared::envelope::ErrorCode;
 use crate::shared::models::identity::Role;
@@ -89,7 +89,7 @@ pub struct Ask {
 
 /// The tenant service.
 pub struct TenantService {
-    platform: Arc<dyn Platform>,
+    tenancy: Arc<dyn TenantStore>,
     mode: Mode,
     /// Every tenant, loaded on first use, reloaded by [`TenantService::status_loop`] and after
     /// each of this service's writes; a reload begun before another never replaces it.
@@ -183,9 +183,9 @@ fn bytes(text: &Option<String>) -> Option<u64> {
 
 impl TenantService {
     /// A service over a platform.
-    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> TenantService {
+    pub fn new(tenancy: Arc<dyn TenantStore>, mode: Mode) -> TenantService {
         TenantService {
-            platform,
+            tenancy,
             mode,
             tenants: Mirror::new(),
             locks: Mutex::new(HashMap::new()),
@@ -206,7 +206,7 @@ impl TenantService {
     /// read's, or one begun after it that finished first).
     async fn reload(&self) -> ServiceResult<Vec<StoredTenant>> {
         let ticket = self.tenants.ticket();
-        let fresh = self.platform.list_tenants().await?;
+        let fresh = self.tenancy.list_tenants().await?;
         if self.tenants.install(ticket, fresh.clone()) {
             return Ok(fresh);
         }
@@ -336,9 +336,9 @@ impl TenantService {
         let _held = lock.lock().await;
         // Other replicas check the same quotas: the platform's shared lock (a Lease on
         // Kubernetes) is held from the reading of the usage to the end of the create.
-        let shared = self.platform.lock_tenant(&owner.name).await?;
+        let shared = self.tenancy.lock_tenant(&owner.name).await?;
         let outcome = async {
-            let used = self.platform.reservation(&owner.spec.namespaces).await?;
+            let used = self.tenancy.reservation(&owner.spec.namespaces).await?;
             check_quotas(&owner.name, &quotas, &used, ask.as_ref())?;
             create.await
         }
@@ -359,7 +359,7 @@ impl TenantService {
                 return Ok(status.clone());
             }
         }
-        let used = self.platform.reservation(&tenant.spec.namespaces).await?;
+        let used = self.tenancy.reservation(&tenant.spec.namespaces).await?;
         let status = status_of(used, tenant.generation);
         self.statuses
             .lock()
@@ -382,7 +382,7 @@ impl TenantService {
                 }
                 // The leader replica's job (with one replica, always this one).
                 _ = status.tick() => {
-                    if self.platform.is_leader() {
+                    if self.tenancy.is_leader() {
                         self.refresh_statuses().await
                     }
                 }
@@ -473,7 +473,7 @@ impl TenantService {
             generation: 1,
             created: now_unix(),
         };
-        match self.platform.insert_tenant(&tenant).await {
+        match self.tenancy.insert_tenant(&tenant).await {
             Ok(()) => {}
             Err(PlatformError::AlreadyExists(m)) => return Err(ServiceError::conflict(m)),
             Err(e) => return Err(e.into()),
@@ -495,7 +495,7 @@ impl TenantService {
         if spec != tenant.spec {
             tenant.spec = spec;
             tenant.generation += 1;
-            self.platform.update_tenant(&tenant).await?;
+            self.tenancy.update_tenant(&tenant).await?;
             self.reload().await?;
             tracing::info!(tenant = %name, generation = tenant.generation, "tenant updated");
         }
@@ -526,7 +526,7 @@ impl TenantService {
             Some(results)
         } else {
             let held = self
-                .platform
+                .tenancy
                 .reservation(&tenant.spec.namespaces)
                 .await?
                 .sandboxes;
@@ -551,7 +551,7 @@ impl TenantService {
     /// Removes a tenant once its sandboxes are dealt with.
     async fn remove(&self, name: &str) -> ServiceResult<()> {
         let _writes = self.writes.lock().await;
-        self.platform.delete_tenant(name).await?;
+        self.tenancy.delete_tenant(name).await?;
         self.reload().await?;
         self.statuses
             .lock()
@@ -567,15 +567,13 @@ impl TenantService {
         self.require_node(node).await?;
         let _writes = self.writes.lock().await;
         let mut stored = self.stored(tenant).await?;
-        self.platform
-            .set_node_dedication(node, Some(tenant))
-            .await?;
+        self.tenancy.set_node_dedication(node, Some(tenant)).await?;
         let mut nodes = stored.spec.nodes.clone().unwrap_or_default();
         if !nodes.iter().any(|n| n == node) {
             nodes.push(node.to_string());
             stored.spec.nodes = Some(nodes);
             stored.generation += 1;
-            self.platform.update_tenant(&stored).await?;
+            self.tenancy.update_tenant(&stored).await?;
             self.reload().await?;
         }
         tracing::info!(node, tenant, "node dedicated");
@@ -587,10 +585,10 @@ impl TenantService {
     pub async fn undedicate(&self, node: &str) -> ServiceResult<Option<String>> {
         self.require_node(node).await?;
         let _writes = self.writes.lock().await;
-        let Some(tenant) = self.platform.node_dedications().await?.remove(node) else {
+        let Some(tenant) = self.tenancy.node_dedications().await?.remove(node) else {
             return Ok(None);
         };
-        self.platform.set_node_dedication(node, None).await?;
+        self.tenancy.set_node_dedication(node, None).await?;
         if let Ok(mut stored) = self.stored(&tenant).await {
             if let Some(nodes) = stored.spec.nodes.as_mut() {
                 nodes.retain(|n| n != node);
@@ -598,7 +596,7 @@ impl TenantService {
                     stored.spec.nodes = None;
                 }
                 stored.generation += 1;
-                self.platform.update_tenant(&stored).await?;
+                self.tenancy.update_tenant(&stored).await?;
                 self.reload().await?;
             }
         }
@@ -608,11 +606,11 @@ impl TenantService {
 
     /// `GET /nodes/storage`: every node's storage pools, or why they cannot be read.
     pub async fn node_storage(&self) -> ServiceResult<NodeStorage> {
-        Ok(self.platform.node_storage().await?)
+        Ok(self.tenancy.node_storage().await?)
     }
 
     async fn require_node(&self, node: &str) -> ServiceResult<()> {
-        if self.platform.node_names().await?.iter().any(|n| n == node) {
+        if self.tenancy.node_names().await?.iter().any(|n| n == node) {
             Ok(())
         } else {
             Err(ServiceError::not_found(format!("node '{node}' not found")))

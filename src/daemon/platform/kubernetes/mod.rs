@@ -565,8 +565,4 @@ impl Platform for KubernetesPlatform {
     fn name(&self) -> &'static str {
         "kubernetes"
     }
-
-    fn is_leader(&self) -> bool {
-        self.leader.leading()
-    }
 }

@@ -225,4 +225,8 @@ impl TenantStore for KubernetesPlatform {
     async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
         lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
     }
+
+    fn is_leader(&self) -> bool {
+        self.leader.leading()
+    }
 }
