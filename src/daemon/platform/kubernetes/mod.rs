@@ -26,6 +26,7 @@ pub use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod snapshots;
 mod tenants;
+mod volumes;
 mod workloads;
 
 use k8s_openapi::api::apps::v1::Deployment;
