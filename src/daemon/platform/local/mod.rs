@@ -3,6 +3,7 @@
 mod db;
 mod identity;
 mod images;
+mod lifecycle;
 pub mod sandboxes;
 pub mod snapshots;
 pub mod storage;
