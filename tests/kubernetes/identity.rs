@@ -1,0 +1,228 @@
+//! Keys, role bindings, tenants and node dedication as cluster objects.
+use super::*;
+
+#[tokio::test]
+async fn identity_and_tenancy_live_in_the_cluster() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&[]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(&daemon, &admin, M::GET, "/api/v1/auth/whoami", None).await;
+    assert_eq!(
+        (status, &body["data"]["grants"]),
+        (200, &json!(["admin"])),
+        "{body}"
+    );
+
+    // Keys: in the Secret as hashes, never as tokens.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/keys",
+        Some(json!({"name": "ci", "role": "operator", "expires_days": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let token = body["data"]["token"].as_str().unwrap().to_string();
+    let id = body["data"]["id"].as_str().unwrap().to_string();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    let stored = secrets.get("sbx-api-keys").await.unwrap().data.unwrap();
+    let entry: Value = serde_json::from_slice(&stored[&id].0).unwrap();
+    assert_eq!(entry["name"], "ci");
+    assert_eq!(entry["secret_sha256"].as_str().unwrap().len(), 64);
+    let secret_part = token.split_once('_').unwrap().1;
+    assert!(!String::from_utf8_lossy(&stored[&id].0).contains(secret_part));
+    assert_eq!(
+        call(&daemon, &token, M::GET, "/api/v1/tenants", None)
+            .await
+            .0,
+        200
+    );
+
+    // Tenants: Tenant objects; their namespaces created and labelled.
+    let (status, body) = call(&daemon, &admin, M::POST, "/api/v1/tenants", Some(json!({"name": "acme", "spec": {"namespaces": ["acme-a", "acme-b"], "quotas": {"sandboxes": 3}}}))).await;
+    assert_eq!(status, 201, "{body}");
+    let object = tenants(&client).get("acme").await.unwrap();
+    assert_eq!(
+        object.data["spec"]["namespaces"],
+        json!(["acme-a", "acme-b"])
+    );
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in ["acme-a", "acme-b"] {
+        let labels = namespaces.get(ns).await.unwrap().metadata.labels.unwrap();
+        assert_eq!(labels["sbx.io/tenant"], "acme", "{ns}");
+    }
+    let (status, _) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "other", "spec": {"namespaces": ["acme-b"]}})),
+    )
+    .await;
+    assert_eq!(status, 400, "a namespace of another tenant");
+    // Rule 9: a single-namespace tenant gets the ResourceQuota backstop; several get none.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "solo", "spec": {"namespaces": ["solo-ns"], "quotas": {"sandboxes": 4, "memory": "8Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "solo-ns");
+    let hard = quotas
+        .get("sbx-tenant-quota")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .hard
+        .unwrap();
+    assert_eq!(hard["count/deployments.apps"].0, "4");
+    assert_eq!(hard["limits.memory"].0, "8Gi");
+    let acme_quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "acme-a");
+    assert!(
+        acme_quotas
+            .get_opt("sbx-tenant-quota")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        call(&daemon, &admin, M::DELETE, "/api/v1/tenants/solo", None)
+            .await
+            .0,
+        200
+    );
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/acme",
+        Some(json!({"spec": {"quotas": null, "namespaces": ["acme-a", "acme-b", "acme-c"]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let object = tenants(&client).get("acme").await.unwrap();
+    assert!(
+        object.data["spec"].get("quotas").is_none(),
+        "{:?}",
+        object.data
+    );
+    assert_eq!(object.metadata.generation, Some(2));
+    assert!(namespaces.get("acme-c").await.is_ok());
+
+    // Role bindings: the ConfigMap.
+    let bindings = json!({"bindings": [{"group": "acme-devs", "role": "user", "tenant": "acme"}], "deny_subjects": ["mallory"]});
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PUT,
+        "/api/v1/role-bindings",
+        Some(bindings.clone()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let text = maps.get("sbx-role-bindings").await.unwrap().data.unwrap()["bindings.json"].clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), bindings);
+
+    // Node dedication: a label and a NoSchedule taint on the Node, and the tenant's nodes.
+    let (status, body) = call(
+        &daemon,
+        &token,
+        M::POST,
+        "/api/v1/nodes/node-1/dedicate",
+        Some(json!({"tenant": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get("node-1").await.unwrap();
+    assert_eq!(node.metadata.labels.unwrap()["sbx.io/tenant"], "acme");
+    assert!(
+        node.spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .iter()
+            .any(|t| t.key == "sbx.io/tenant" && t.effect == "NoSchedule")
+    );
+    assert_eq!(
+        tenants(&client).get("acme").await.unwrap().data["spec"]["nodes"],
+        json!(["node-1"])
+    );
+    assert_eq!(
+        call(
+            &daemon,
+            &token,
+            M::POST,
+            "/api/v1/nodes/node-9/dedicate",
+            Some(json!({"tenant": "acme"}))
+        )
+        .await
+        .0,
+        404
+    );
+    let (status, _) = call(
+        &daemon,
+        &token,
+        M::POST,
+        "/api/v1/nodes/node-1/undedicate",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let node = nodes.get("node-1").await.unwrap();
+    assert!(!node.metadata.labels.unwrap().contains_key("sbx.io/tenant"));
+    assert!(
+        !node
+            .spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "sbx.io/tenant")
+    );
+    let (status, body) = call(&daemon, &token, M::GET, "/api/v1/nodes/storage", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["data"]["node-1"]["error"].is_string(), "{body}");
+
+    // A second replica on the same cluster sees the same keys and tenants, and a restart
+    // keeps them (no state in the data dir).
+    let replica = start();
+    let acme = "/api/v1/tenants/acme";
+    eventually(
+        || get_status(&replica, &token, acme),
+        200,
+        "the key on the replica",
+    )
+    .await;
+    // Revocation on one replica holds on the other within its refresh interval.
+    let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/keys/ci", None).await;
+    assert_eq!(status, 200);
+    assert!(
+        !secrets
+            .get("sbx-api-keys")
+            .await
+            .unwrap()
+            .data
+            .unwrap()
+            .contains_key(&id)
+    );
+    let whoami = "/api/v1/auth/whoami";
+    eventually(
+        || get_status(&replica, &token, whoami),
+        401,
+        "the revoked key",
+    )
+    .await;
+    drop(replica);
+    let (status, _) = call(&daemon, &admin, M::DELETE, "/api/v1/tenants/acme", None).await;
+    assert_eq!(status, 200);
+    assert!(tenants(&client).get_opt("acme").await.unwrap().is_none());
+}

@@ -1,0 +1,220 @@
+//! Two replicas against one cluster: quotas, and reads from each replica's watch caches.
+use super::*;
+
+/// Two replicas against one cluster: a tenant's quota holds across them (the per-tenant quota
+/// Lease), and a tenant's network limits become the bandwidth annotations of its Pods.
+#[tokio::test]
+async fn quotas_hold_across_replicas() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["q-ns", "sq-ns"]).await;
+    let client = cluster.client.clone();
+    let first = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(
+            json!({"name": "quota", "spec": {"namespaces": ["q-ns"], "quotas": {"sandboxes": 5},
+            "limits": {"network": {"egressBps": "100M", "ingressBps": "200M"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The second replica reads the keys and tenants from the cluster at start.
+    let second = start();
+    let replicas = [&first, &second];
+    let creates = (0..20).map(|i| {
+        let (daemon, admin) = (replicas[i % 2], admin.clone());
+        async move {
+            call(
+                daemon,
+                &admin,
+                M::POST,
+                "/api/v1/sandboxes",
+                Some(
+                    json!({"name": format!("q{i}"), "namespace": "q-ns", "image": "busybox",
+                            "backend": "kata-firecracker-devmapper"}),
+                ),
+            )
+            .await
+        }
+    });
+    let outcomes = futures_util::future::join_all(creates).await;
+    let made = outcomes.iter().filter(|(s, _)| *s == 201).count();
+    let refused = outcomes
+        .iter()
+        .filter(|(s, b)| *s == 403 && b["error"]["code"] == "QuotaExceeded")
+        .count();
+    assert_eq!((made, refused), (5, 15), "{outcomes:?}");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "q-ns");
+    assert_eq!(
+        deployments
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        5
+    );
+    // The quota Lease is free again.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let lease = leases.get("sbx-quota-quota").await.unwrap();
+    assert!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_none_or(|h| h.is_empty()),
+        "the quota Lease is still held"
+    );
+    // Network limits: the bandwidth annotations on the Pod template.
+    let made = outcomes
+        .iter()
+        .position(|(s, _)| *s == 201)
+        .map(|i| format!("q{i}"))
+        .unwrap();
+    let template = deployments.get(&made).await.unwrap().spec.template;
+    let annotations = template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(annotations["kubernetes.io/egress-bandwidth"], "100M");
+    assert_eq!(annotations["kubernetes.io/ingress-bandwidth"], "200M");
+
+    // snapshotStorage counts the VolumeSnapshots' restoreSize (the 10Gi root PVC here): a
+    // second snapshot would be above a 10Gi quota.
+    drop_namespace(&client, "sq-ns").await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "snapq", "spec": {"namespaces": ["sq-ns"],
+                    "quotas": {"snapshotStorage": "10Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(json!({"name": "sq", "namespace": "sq-ns", "image": "busybox"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let snapshot = |daemon, name: &str| {
+        call(
+            daemon,
+            &admin,
+            M::POST,
+            "/api/v1/sandboxes/sq/snapshot",
+            Some(json!({"snapshot_name": name, "namespace": "sq-ns"})),
+        )
+    };
+    let (status, body) = snapshot(&first, "sq-1").await;
+    assert_eq!(status, 201, "{body}");
+    let snapshots = volume_snapshots(&client, "sq-ns");
+    let started = Instant::now();
+    while snapshots.get("sq-1").await.unwrap().data["status"]["restoreSize"] != json!("10Gi") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "sq-1 never ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // On the other replica, once it has read the new tenant (tenants are re-read every 5 s).
+    let snapq = "/api/v1/tenants/snapq";
+    eventually(
+        || get_status(&second, &admin, snapq),
+        200,
+        "snapq on the replica",
+    )
+    .await;
+    let (status, body) = snapshot(&second, "sq-2").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+}
+
+/// Reads come from each replica's watch caches (sandbox Deployments, their Pods, sandbox
+/// VolumeSnapshots): what one replica writes shows on the other, what is deleted behind sbx's
+/// back goes from both, and a VolumeSnapshot that is not sbx's is never listed.
+#[tokio::test]
+async fn every_replica_reads_what_the_cluster_holds() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["rd-ns"]).await;
+    let client = cluster.client.clone();
+    let first = start();
+    let admin = bootstrap_token(&client).await;
+    let second = start();
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(json!({"name": "w", "namespace": "rd-ns", "image": "busybox:1.36"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let snapshots = volume_snapshots(&client, "rd-ns");
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": "foreign", "namespace": "rd-ns"},
+        "spec": {"volumeSnapshotClassName": "longhorn",
+                 "source": {"persistentVolumeClaimName": "w-root-lh"}}}))
+    .unwrap();
+    snapshots
+        .create(&Default::default(), &foreign)
+        .await
+        .unwrap();
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes/w/snapshot",
+        Some(json!({"snapshot_name": "s", "namespace": "rd-ns"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The writer reads its own writes at once; the other replica once its watch shows them.
+    let status_of = |daemon, path| get_status(daemon, &admin, path);
+    for path in [
+        "/api/v1/sandboxes/w?namespace=rd-ns",
+        "/api/v1/snapshots/s?namespace=rd-ns",
+    ] {
+        assert_eq!(status_of(&first, path).await, 200, "{path} on the writer");
+        eventually(|| status_of(&second, path), 200, path).await;
+    }
+    for daemon in [&first, &second] {
+        let (status, body) = call(
+            daemon,
+            &admin,
+            M::GET,
+            "/api/v1/snapshots?namespace=rd-ns",
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let names: Vec<&str> = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["s"], "the foreign VolumeSnapshot is not sbx's");
+    }
+    // Deleted behind sbx's back: gone from both replicas.
+    snapshots.delete("s", &Default::default()).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "rd-ns");
+    deployments.delete("w", &Default::default()).await.unwrap();
+    for daemon in [&first, &second] {
+        for path in [
+            "/api/v1/sandboxes/w?namespace=rd-ns",
+            "/api/v1/snapshots/s?namespace=rd-ns",
+        ] {
+            eventually(|| status_of(daemon, path), 404, path).await;
+        }
+    }
+}
