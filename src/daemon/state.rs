@@ -63,6 +63,7 @@ impl AppState {
         let tenants = Arc::new(TenantService::new(tenancy.clone(), config.mode));
         let sandboxes = Arc::new(SandboxService::new(
             platform.clone(),
+            tenancy.clone(),
             tenants.clone(),
             config.mode,
         ));

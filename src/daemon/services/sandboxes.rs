@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::{NewSandbox, Platform, PlatformError};
+use crate::daemon::platform::{NewSandbox, PlatformError, SandboxBackend, TenantStore};
 use crate::daemon::services::tenants::{Ask, Need, Owner, TenantService};
 use crate::shared::capabilities::{NON_ROOT_ID, capability_set};
 use crate::shared::egress::Egress;
@@ -97,13 +97,13 @@ pub struct Nodes {
 
 impl Nodes {
     /// The platform's nodes now.
-    pub async fn of(platform: &dyn Platform) -> ServiceResult<Nodes> {
-        let dedicated = platform.node_dedications().await?;
+    pub async fn of(tenancy: &dyn TenantStore) -> ServiceResult<Nodes> {
+        let dedicated = tenancy.node_dedications().await?;
         // Every node's name matters only when a dedication may exclude some.
         let all = if dedicated.is_empty() {
             Vec::new()
         } else {
-            platform.node_names().await?
+            tenancy.node_names().await?
         };
         Ok(Nodes { all, dedicated })
     }
@@ -257,21 +257,24 @@ struct CachedList {
 
 /// The sandbox service.
 pub struct SandboxService {
-    platform: Arc<dyn Platform>,
+    sandboxes: Arc<dyn SandboxBackend>,
+    tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
     mode: Mode,
     list_cache: Mutex<HashMap<Option<String>, CachedList>>,
 }
 
 impl SandboxService {
-    /// A service over a platform.
+    /// A service over the platform's sandbox and tenancy seams.
     pub fn new(
-        platform: Arc<dyn Platform>,
+        sandboxes: Arc<dyn SandboxBackend>,
+        tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         mode: Mode,
     ) -> SandboxService {
         SandboxService {
-            platform,
+            sandboxes,
+            tenancy,
             tenants,
             mode,
             list_cache: Mutex::new(HashMap::new()),
@@ -302,7 +305,7 @@ impl SandboxService {
         keep: impl Fn(&crate::shared::models::sandbox::Sandbox) -> bool,
     ) -> ServiceResult<Bytes> {
         let namespace = key.as_deref().filter(|k| !k.starts_with('\u{0}'));
-        let version = self.platform.sandboxes_version();
+        let version = self.sandboxes.sandboxes_version();
         let second = now_unix();
         if let Some(version) = version {
             let cache = self.list_cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -312,7 +315,7 @@ impl SandboxService {
                 }
             }
         }
-        let mut sandboxes = self.platform.list_sandboxes(namespace).await?;
+        let mut sandboxes = self.sandboxes.list_sandboxes(namespace).await?;
         sandboxes.retain(|s| keep(s));
         let body = Bytes::from(
             serde_json::to_vec(&DataEnvelope::new(sandboxes)).map_err(ServiceError::internal)?,
@@ -345,7 +348,7 @@ impl SandboxService {
         normalize_reference(&image).map_err(bad)?;
         let namespace = request.namespace().to_string();
         names::validate_dns_label("namespace", &namespace).map_err(bad)?;
-        let available = self.platform.backends();
+        let available = self.sandboxes.backends();
         let backend = request
             .backend
             .clone()
@@ -439,7 +442,7 @@ impl SandboxService {
             ephemeral_bytes: new.ephemeral_bytes,
             nodes: None,
         };
-        let nodes = Nodes::of(self.platform.as_ref()).await?;
+        let nodes = Nodes::of(self.tenancy.as_ref()).await?;
         apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
         let ask = sizing.ask();
         (
@@ -455,7 +458,7 @@ impl SandboxService {
         );
         self.tenants
             .admit(owner.as_ref(), Some(ask), async {
-                match self.platform.create_sandbox(new.clone()).await {
+                match self.sandboxes.create_sandbox(new.clone()).await {
                     Ok(()) => Ok(()),
                     Err(PlatformError::AlreadyExists(m)) => Err(ServiceError::bad_request(m)),
                     Err(e) => Err(e.into()),
@@ -467,22 +470,22 @@ impl SandboxService {
 
     /// One sandbox.
     pub async fn get(&self, namespace: &str, name: &str) -> ServiceResult<Sandbox> {
-        Ok(self.platform.get_sandbox(namespace, name).await?)
+        Ok(self.sandboxes.get_sandbox(namespace, name).await?)
     }
 
     /// Deletes one sandbox.
     pub async fn delete(&self, namespace: &str, name: &str) -> ServiceResult<()> {
-        Ok(self.platform.delete_sandbox(namespace, name).await?)
+        Ok(self.sandboxes.delete_sandbox(namespace, name).await?)
     }
 
     /// Thaws a paused sandbox.
     pub async fn resume(&self, namespace: &str, name: &str) -> ServiceResult<()> {
-        Ok(self.platform.resume_sandbox(namespace, name).await?)
+        Ok(self.sandboxes.resume_sandbox(namespace, name).await?)
     }
 
     /// CPU and memory of a namespace's sandboxes.
     pub async fn metrics(&self, namespace: &str) -> ServiceResult<Vec<SandboxMetrics>> {
-        Ok(self.platform.sandbox_metrics(Some(namespace)).await?)
+        Ok(self.sandboxes.sandbox_metrics(Some(namespace)).await?)
     }
 
     /// The last `tail` lines of the last `since_secs` seconds of a sandbox's log. The sandbox
@@ -496,7 +499,7 @@ impl SandboxService {
         tail: u64,
         since_secs: u64,
     ) -> ServiceResult<String> {
-        self.platform.get_sandbox(namespace, name).await?;
+        self.sandboxes.get_sandbox(namespace, name).await?;
         if container != DEFAULT_LOG_CONTAINER {
             return Err(ServiceError::bad_request(format!(
                 "sandbox '{name}' has no container '{container}'; its container is \
@@ -504,16 +507,16 @@ impl SandboxService {
             )));
         }
         Ok(self
-            .platform
+            .sandboxes
             .sandbox_logs(namespace, name, tail as usize, since_secs)
             .await?)
     }
 
     /// Deletes every sandbox of a namespace, reporting each.
     pub async fn delete_all(&self, namespace: &str) -> ServiceResult<DeleteAllResponse> {
-        let sandboxes = self.platform.list_sandboxes(Some(namespace)).await?;
+        let sandboxes = self.sandboxes.list_sandboxes(Some(namespace)).await?;
         let deletions = sandboxes.iter().map(|s| async move {
-            let outcome = self.platform.delete_sandbox(namespace, &s.name).await;
+            let outcome = self.sandboxes.delete_sandbox(namespace, &s.name).await;
             DeleteResult {
                 name: s.name.clone(),
                 success: outcome.is_ok(),
@@ -539,7 +542,7 @@ impl SandboxService {
         command: &str,
         timeout_seconds: Option<u64>,
     ) -> ServiceResult<ExecResponse> {
-        let max = self.platform.max_exec_timeout();
+        let max = self.sandboxes.max_exec_timeout();
         let timeout = match timeout_seconds {
             None => DEFAULT_EXEC_TIMEOUT.min(max),
             Some(0) => {
@@ -556,7 +559,7 @@ impl SandboxService {
             Some(s) => Duration::from_secs(s),
         };
         Ok(self
-            .platform
+            .sandboxes
             .exec_sandbox(namespace, name, command, timeout)
             .await?)
     }
