@@ -70,13 +70,15 @@ impl AppState {
         let images = Arc::new(ImageService::new(platform.images()));
         let bindings = Arc::new(BindingService::new(identity));
         let metering = Arc::new(Metering::new(
-            tenancy,
+            tenancy.clone(),
             tenants.clone(),
             config.metering.metrics_url.clone(),
         ));
         let oidc = config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c)));
         let snapshots = Arc::new(SnapshotService::new(
             platform.clone(),
+            platform.clone(),
+            tenancy,
             tenants.clone(),
             config.mode,
         ));

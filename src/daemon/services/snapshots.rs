@@ -6,7 +6,9 @@ use std::time::Duration;
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::{Platform, PlatformError, RestorePlan};
+use crate::daemon::platform::{
+    PlatformError, RestorePlan, SandboxBackend, SnapshotBackend, TenantStore,
+};
 use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Nodes, Sizing, apply_tenant_policy};
 use crate::daemon::services::tenants::{Need, TenantService};
 use crate::shared::image_ref::normalize_reference;
@@ -37,20 +39,26 @@ fn snapshot_name(what: &str, value: &str) -> ServiceResult<()> {
 
 /// The snapshot service.
 pub struct SnapshotService {
-    platform: Arc<dyn Platform>,
+    snapshots: Arc<dyn SnapshotBackend>,
+    sandboxes: Arc<dyn SandboxBackend>,
+    tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
     mode: Mode,
 }
 
 impl SnapshotService {
-    /// A service over a platform.
+    /// A service over the platform's snapshot, sandbox and tenancy seams.
     pub fn new(
-        platform: Arc<dyn Platform>,
+        snapshots: Arc<dyn SnapshotBackend>,
+        sandboxes: Arc<dyn SandboxBackend>,
+        tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         mode: Mode,
     ) -> SnapshotService {
         SnapshotService {
-            platform,
+            snapshots,
+            sandboxes,
+            tenancy,
             tenants,
             mode,
         }
@@ -78,7 +86,7 @@ impl SnapshotService {
         let owner = self.tenants.owner(&namespace).await?;
         self.tenants
             .admit(owner.as_ref(), None, async {
-                self.platform
+                self.snapshots
                     .snapshot_sandbox(&namespace, sandbox, name, SnapshotKind::Named)
                     .await
                     .map_err(conflict_on_exists)
@@ -95,13 +103,13 @@ impl SnapshotService {
         snapshot: Option<&str>,
     ) -> ServiceResult<()> {
         match snapshot {
-            None => Ok(self.platform.pause_sandbox(namespace, sandbox).await?),
+            None => Ok(self.sandboxes.pause_sandbox(namespace, sandbox).await?),
             Some(name) => {
                 snapshot_name("snapshot", name)?;
                 let owner = self.tenants.owner(namespace).await?;
                 self.tenants
                     .admit(owner.as_ref(), None, async {
-                        self.platform
+                        self.snapshots
                             .pause_sandbox_with_snapshot(namespace, sandbox, name)
                             .await
                             .map_err(conflict_on_exists)
@@ -133,14 +141,14 @@ impl SnapshotService {
         self.tenants
             .require(principal, &namespace, Need::Write)
             .await?;
-        let sandbox = self.platform.get_sandbox(&namespace, source).await?;
+        let sandbox = self.sandboxes.get_sandbox(&namespace, source).await?;
         if sandbox.backend == KFD_BACKEND {
             return Err(ServiceError::bad_request(format!(
                 "sandbox '{source}' runs on {KFD_BACKEND}, which cannot fork"
             )));
         }
         let owner = self.tenants.owner(&namespace).await?;
-        let size = self.platform.sandbox_size(&namespace, source).await?;
+        let size = self.tenancy.sandbox_size(&namespace, source).await?;
         let ask = crate::daemon::services::tenants::Ask {
             cpu_millis: Some(size.cpu_millis),
             memory_bytes: Some(size.memory_bytes),
@@ -148,7 +156,7 @@ impl SnapshotService {
         };
         self.tenants
             .admit(owner.as_ref(), Some(ask), async {
-                self.platform
+                self.snapshots
                     .fork_sandbox(
                         &namespace,
                         source,
@@ -165,12 +173,12 @@ impl SnapshotService {
 
     /// One snapshot.
     pub async fn get(&self, namespace: &str, name: &str) -> ServiceResult<Snapshot> {
-        Ok(self.platform.get_snapshot(namespace, name).await?)
+        Ok(self.snapshots.get_snapshot(namespace, name).await?)
     }
 
     /// Deletes one snapshot.
     pub async fn delete(&self, namespace: &str, name: &str) -> ServiceResult<()> {
-        Ok(self.platform.delete_snapshot(namespace, name).await?)
+        Ok(self.snapshots.delete_snapshot(namespace, name).await?)
     }
 
     /// `GET /snapshots`.
@@ -187,7 +195,7 @@ impl SnapshotService {
             None => self.tenants.access(principal).await?,
         };
         let mut snapshots = self
-            .platform
+            .snapshots
             .list_snapshots(namespace, query.sandbox.as_deref(), kind)
             .await?;
         snapshots.retain(|s| access.sees(&s.namespace));
@@ -210,7 +218,10 @@ impl SnapshotService {
             .require(principal, &namespace, Need::Write)
             .await?;
         // 404 for an absent snapshot before judging the overrides against it.
-        let source_backend = self.platform.snapshot_backend(&namespace, snapshot).await?;
+        let source_backend = self
+            .snapshots
+            .snapshot_backend(&namespace, snapshot)
+            .await?;
         if source_backend == KFD_BACKEND {
             return Err(bad(format!(
                 "snapshot '{snapshot}' was taken on {KFD_BACKEND}, which cannot be restored"
@@ -273,7 +284,7 @@ impl SnapshotService {
         };
         // The new sandbox's size: the overrides, else what the snapshot recorded; then the
         // tenant's rules as for a create.
-        let recorded = self.platform.snapshot_size(&namespace, snapshot).await?;
+        let recorded = self.tenancy.snapshot_size(&namespace, snapshot).await?;
         let nonzero = |v: u64| (v > 0).then_some(v);
         let mut sizing = Sizing {
             backend: source_backend.clone(),
@@ -283,7 +294,7 @@ impl SnapshotService {
             nodes: None,
         };
         let owner = self.tenants.owner(&namespace).await?;
-        let nodes = Nodes::of(self.platform.as_ref()).await?;
+        let nodes = Nodes::of(self.tenancy.as_ref()).await?;
         apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
         (
             plan.cpu_millis,
@@ -298,7 +309,7 @@ impl SnapshotService {
         );
         self.tenants
             .admit(owner.as_ref(), Some(sizing.ask()), async {
-                self.platform
+                self.snapshots
                     .restore_snapshot(snapshot, plan.clone())
                     .await
                     .map_err(conflict_on_exists)
@@ -311,13 +322,13 @@ impl SnapshotService {
     }
 
     fn delete_when_ready(&self, namespace: String, snapshot: String, sandbox: String) {
-        let platform = self.platform.clone();
+        let (sandboxes, snapshots) = (self.sandboxes.clone(), self.snapshots.clone());
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             while started.elapsed() < RESTORE_READY_WAIT {
-                match platform.get_sandbox(&namespace, &sandbox).await {
+                match sandboxes.get_sandbox(&namespace, &sandbox).await {
                     Ok(s) if s.status == SandboxStatus::Running && s.ready == "True" => {
-                        if let Err(e) = platform.delete_snapshot(&namespace, &snapshot).await {
+                        if let Err(e) = snapshots.delete_snapshot(&namespace, &snapshot).await {
                             tracing::warn!(%snapshot, error = %e, "deleting a restored snapshot");
                         }
                         return;
@@ -346,7 +357,7 @@ impl SnapshotService {
             Some(ns) => self.tenants.require_write(principal, ns).await?,
         }
         let results = self
-            .platform
+            .snapshots
             .gc_snapshots(namespace, keep_for, request.dry_run)
             .await?;
         let message = if request.dry_run {
@@ -373,11 +384,11 @@ impl SnapshotService {
         loop {
             tick.tick().await;
             // One replica sweeps: the holder of the leader Lease on Kubernetes.
-            if !self.platform.is_leader() {
+            if !self.tenancy.is_leader() {
                 continue;
             }
             let keep = crate::shared::models::snapshot::DEFAULT_KEEP_FORK_FOR;
-            match self.platform.gc_snapshots(None, keep, false).await {
+            match self.snapshots.gc_snapshots(None, keep, false).await {
                 Ok(results) if !results.is_empty() => {
                     tracing::info!(
                         deleted = results.iter().filter(|r| r.deleted).count(),
