@@ -85,6 +85,8 @@ use tokio::process::Command;
 mod command;
 mod netns;
 mod nft;
+mod resolvers;
+mod slots;
 
 pub use crate::shared::egress::{Egress, Ipv4Net, MAX_ALLOW_ENTRIES};
 use crate::shared::egress::{LINK_LOCAL, normalize};
@@ -92,6 +94,9 @@ use command::*;
 pub use netns::in_netns;
 use netns::*;
 use nft::*;
+use resolvers::*;
+use slots::*;
+pub use slots::{host_veth_name, slot_addresses};
 
 /// Directory where named network namespaces are bind-mounted (the `ip netns` convention).
 pub const NETNS_DIR: &str = "/run/netns";
@@ -756,93 +761,6 @@ pub async fn leftovers_exist(config: &NetworkConfig) -> bool {
         )
         .await
         .is_ok()
-}
-
-/// Host-side veth name for a slot.
-pub fn host_veth_name(slot: u32) -> String {
-    format!("{HOST_VETH_PREFIX}{slot}")
-}
-
-/// Gateway (host end) and sandbox addresses of a slot's /30.
-pub fn slot_addresses(pool: Ipv4Net, slot: u32) -> Result<(Ipv4Addr, Ipv4Addr), NetworkError> {
-    let capacity = pool.size() / 4;
-    if u64::from(slot) >= capacity {
-        return Err(NetworkError::SlotOutOfRange {
-            slot,
-            pool,
-            capacity,
-        });
-    }
-    // The slot fits, so base + 4 * slot + 3 is still inside the pool (and a u32).
-    let base = u32::from(pool.addr()) + 4 * slot;
-    Ok((Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2)))
-}
-
-fn check_key(key: &str) -> Result<(), NetworkError> {
-    if key.is_empty()
-        || key.len() > KEY_MAX_LEN
-        || !key
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    {
-        return Err(NetworkError::InvalidKey(key.to_owned()));
-    }
-    Ok(())
-}
-
-/// A name that is safe to put in an nft script and fits IFNAMSIZ.
-fn valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() < 16
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
-}
-
-/// `<prefix><digits><suffix>` → the number (canonical decimal only).
-fn parse_slot(name: &str, prefix: &str, suffix: &str) -> Option<u32> {
-    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && !(digits.len() > 1 && digits.starts_with('0'));
-    if !canonical {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-/// Non-loopback IPv4 nameservers of the host; when /etc/resolv.conf names only a local stub
-/// (systemd-resolved), the stub's upstream list.
-fn resolvers_from_host() -> Vec<Ipv4Addr> {
-    let read = |path: &str| {
-        fs::read_to_string(path)
-            .map(|s| parse_resolv_conf(&s))
-            .unwrap_or_default()
-    };
-    let found = read("/etc/resolv.conf");
-    if found.is_empty() {
-        read("/run/systemd/resolve/resolv.conf")
-    } else {
-        found
-    }
-}
-
-fn parse_resolv_conf(text: &str) -> Vec<Ipv4Addr> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        if words.next() != Some("nameserver") {
-            continue;
-        }
-        if let Some(Ok(ip)) = words.next().map(str::parse::<Ipv4Addr>)
-            && !ip.is_loopback()
-            && !ip.is_unspecified()
-            && !out.contains(&ip)
-        {
-            out.push(ip);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
