@@ -24,8 +24,8 @@ pub fn normalize_reference(reference: &str) -> Result<String, String> {
     parse_reference(reference).map(|r| r.whole())
 }
 
-/// The first `max` characters of `text`, marked when cut.
-fn clip(text: &str, max: usize) -> String {
+/// The first `max` characters of `text`, marked when cut (messages that quote what was given).
+pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),

@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
@@ -15,8 +18,6 @@ use crate::daemon::platform::{IdentityStore, StoredKey, TenantStore};
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::names;
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 /// How often the mirror is reloaded from the store.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(3);

@@ -41,7 +41,7 @@ use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::shared::image_ref;
+use crate::shared::image_ref::{self, clip};
 use crate::shared::timestamp::now_unix;
 
 use archive::*;
@@ -605,14 +605,6 @@ fn host_architecture() -> &'static str {
         "aarch64" => "arm64",
         "x86" => "386",
         other => other,
-    }
-}
-
-/// The first `max` characters of `text`, marked when cut.
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
     }
 }
 

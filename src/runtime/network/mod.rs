@@ -88,7 +88,7 @@ mod nft;
 mod resolvers;
 mod slots;
 
-pub use crate::shared::egress::{Egress, Ipv4Net, MAX_ALLOW_ENTRIES};
+pub use crate::shared::egress::{Egress, Ipv4Net};
 use crate::shared::egress::{LINK_LOCAL, normalize};
 use command::*;
 pub use netns::in_netns;
@@ -560,26 +560,14 @@ impl NetworkManager {
         self.delete_links(&stale_veths).await?;
         removed.extend(stale_veths.iter().map(|v| format!("veth {v}")));
 
-        let entries = match fs::read_dir(NETNS_DIR) {
-            Ok(entries) => entries.filter_map(Result::ok).collect::<Vec<_>>(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io_error(format!("read {NETNS_DIR}"))(e)),
-        };
-        for entry in entries {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(key) = name.strip_prefix(&self.netns_prefix) else {
-                continue;
-            };
-            // The host side itself may carry the prefix (`hostNetns = "sbx-router"`).
-            if self.host_netns.as_deref() == Some(entry.path().as_path()) {
+        let namespaces = sandbox_netns(&self.netns_prefix, self.host_netns.as_deref())
+            .map_err(io_error(format!("read {NETNS_DIR}")))?;
+        for (key, path) in namespaces {
+            if check_key(&key).is_err() || keep_keys.contains(key.as_str()) {
                 continue;
             }
-            if check_key(key).is_err() || keep_keys.contains(key) {
-                continue;
-            }
-            let path = entry.path();
             if delete_netns(&path).map_err(io_error(format!("remove {}", path.display())))? {
-                removed.push(format!("netns {name}"));
+                removed.push(format!("netns {}{key}", self.netns_prefix));
             }
         }
 
@@ -734,15 +722,7 @@ pub async fn leftovers_exist(config: &NetworkConfig) -> bool {
         .host_netns
         .as_ref()
         .map(|name| Path::new(NETNS_DIR).join(name));
-    let prefixed = fs::read_dir(NETNS_DIR).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&config.netns_prefix)
-                && host_netns.as_deref() != Some(e.path().as_path())
-        })
-    });
-    if prefixed {
+    if sandbox_netns(&config.netns_prefix, host_netns.as_deref()).is_ok_and(|n| !n.is_empty()) {
         return true;
     }
     if host_netns.as_deref().is_some_and(|p| !p.exists()) {

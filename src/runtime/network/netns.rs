@@ -112,3 +112,28 @@ pub(super) fn parse_proc_net_dev(dev: &str) -> Vec<String> {
         .map(|(name, _)| name.trim().to_owned())
         .collect()
 }
+
+/// The sandbox namespaces under `/run/netns`, as (key, path): the names with `prefix`, less the
+/// host side's own (which may carry the prefix, e.g. `hostNetns = "sbx-router"`).
+pub(super) fn sandbox_netns(
+    prefix: &str,
+    host_netns: Option<&Path>,
+) -> io::Result<Vec<(String, PathBuf)>> {
+    let entries = match fs::read_dir(NETNS_DIR) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            let key = entry
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix(prefix)?
+                .to_string();
+            (host_netns != Some(path.as_path())).then_some((key, path))
+        })
+        .collect())
+}

@@ -22,7 +22,7 @@ mod cache;
 mod identity;
 mod lease;
 mod objects;
-pub use objects::names::TENANT_LABEL;
+use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod snapshots;
 mod tenants;
@@ -111,7 +111,7 @@ fn conflict(e: &kube::Error) -> bool {
 
 /// The label selector of everything sbx made (`app.kubernetes.io/managed-by=sbx`).
 fn managed_selector() -> String {
-    format!("{}={FIELD_MANAGER}", objects::sandboxes::MANAGED_LABEL)
+    format!("{}={FIELD_MANAGER}", objects::names::MANAGED_LABEL)
 }
 
 /// A list of what sbx made.
@@ -140,7 +140,7 @@ fn sandbox_of(pod: &Pod) -> Option<&str> {
     pod.metadata
         .labels
         .as_ref()?
-        .get(objects::sandboxes::SANDBOX_LABEL)
+        .get(objects::names::SANDBOX_LABEL)
         .map(String::as_str)
 }
 
@@ -311,7 +311,7 @@ impl KubernetesPlatform {
                     Some(s) => format!(
                         "{},{}={s}",
                         managed_selector(),
-                        objects::sandboxes::SANDBOX_LABEL
+                        objects::names::SANDBOX_LABEL
                     ),
                     None => managed_selector(),
                 };
@@ -385,7 +385,7 @@ impl KubernetesPlatform {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(objects::sandboxes::MANAGED_LABEL))
+            .and_then(|l| l.get(objects::names::MANAGED_LABEL))
             .is_some_and(|v| v == FIELD_MANAGER);
         if managed { Ok(found) } else { Err(missing()) }
     }

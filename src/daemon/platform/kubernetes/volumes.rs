@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use kube::api::{Api, DynamicObject};
 
 use super::objects::sandboxes::{self, SandboxTemplate};
-use super::objects::snapshots;
+use super::objects::{names, snapshots};
 use super::{KQL_BACKEND, KubernetesPlatform, kube_error, missing, read_managed};
 use crate::daemon::platform::{PlatformError, PlatformResult, RestorePlan, SandboxBackend};
 use crate::shared::models::sandbox::SandboxStatus;
@@ -436,7 +436,7 @@ impl KubernetesPlatform {
             return Err(PlatformError::Invalid(format!(
                 "snapshot '{snapshot}' records no image (annotation {}) and the overrides name \
                  none",
-                snapshots::SOURCE_IMAGE
+                names::SOURCE_IMAGE
             )));
         }
         if t.backend != KQL_BACKEND {

@@ -10,7 +10,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ApiResource, AttachParams, DynamicObject, LogParams, ObjectMeta, PostParams};
 
 use super::objects::sandboxes::{self, CONTAINER, SandboxTemplate};
-use super::objects::snapshots;
+use super::objects::{names, snapshots};
 use super::{
     FIELD_MANAGER, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed, missing,
 };
@@ -237,11 +237,8 @@ impl KubernetesPlatform {
                 ))
             })?;
         let labels = [
-            (sandboxes::SANDBOX_LABEL.to_string(), sandbox.to_string()),
-            (
-                sandboxes::MANAGED_LABEL.to_string(),
-                FIELD_MANAGER.to_string(),
-            ),
+            (names::SANDBOX_LABEL.to_string(), sandbox.to_string()),
+            (names::MANAGED_LABEL.to_string(), FIELD_MANAGER.to_string()),
         ];
         let copy = Secret {
             metadata: ObjectMeta {
@@ -475,7 +472,7 @@ impl KubernetesPlatform {
         let mut out: Vec<SandboxMetrics> = items
             .iter()
             .filter_map(|m| {
-                let sandbox = m.metadata.labels.as_ref()?.get(sandboxes::SANDBOX_LABEL)?;
+                let sandbox = m.metadata.labels.as_ref()?.get(names::SANDBOX_LABEL)?;
                 let (mut cpu, mut memory) = (0u64, 0u64);
                 for c in m.data["containers"].as_array().into_iter().flatten() {
                     let q = |k: &str| c["usage"][k].as_str().and_then(|v| Quantity::parse(v).ok());

@@ -23,7 +23,7 @@ fn record(image: &Image) -> ImageRecord {
 
 /// A caller's mistake (a bad reference or archive, an unknown image, a registry that cannot be
 /// reached) is `Invalid`; the rest is the store's own failure.
-fn platform_error(error: ImageError) -> PlatformError {
+pub(super) fn platform_error(error: ImageError) -> PlatformError {
     if error.is_caller_error() {
         PlatformError::Invalid(error.to_string())
     } else {

@@ -6,21 +6,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use rusqlite::params;
 use tokio::sync::{Mutex, RwLock, watch};
 
 use super::LocalPlatform;
-use crate::daemon::platform::SandboxBackend;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::snapshots::SnapshotRecord;
-use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
+use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, SandboxBackend};
 use crate::runtime::RuntimeError;
 use crate::runtime::engine::{SandboxSpec, Sbxd};
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
 use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
 use crate::shared::timestamp::now_unix;
-use async_trait::async_trait;
 
 /// Restarts in a row (each after less than [`STABLE_AFTER`] of running) before a sandbox is
 /// declared Failed.
@@ -101,7 +100,7 @@ fn parse_status(text: &str) -> SandboxStatus {
 pub(super) fn runtime_error(e: RuntimeError) -> PlatformError {
     match e {
         RuntimeError::Invalid(m) => PlatformError::Invalid(m),
-        RuntimeError::Image(e) if e.is_caller_error() => PlatformError::Invalid(e.to_string()),
+        RuntimeError::Image(e) => super::images::platform_error(e),
         RuntimeError::Unavailable(m) => PlatformError::Unavailable(m),
         other => PlatformError::Store(other.to_string()),
     }

@@ -7,22 +7,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
 use super::LocalPlatform;
-use crate::daemon::platform::SnapshotBackend;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::sandboxes::{LocalSandboxes, Record, new_id, runtime_error};
 use crate::daemon::platform::{
     MeterSample, Metering, NewSandbox, PlatformError, PlatformResult, Reservation, RestorePlan,
+    SnapshotBackend,
 };
 use crate::runtime::engine::SandboxSpec;
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::SandboxStatus;
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
-use async_trait::async_trait;
 
 /// A snapshot whose stack holds more layers than this is flattened into one, in the
 /// background (repeated forks would otherwise stack layers without bound).

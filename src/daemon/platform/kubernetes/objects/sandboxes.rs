@@ -4,7 +4,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-pub use super::names::{BACKEND_ANNOTATION, MANAGED_LABEL, SANDBOX_LABEL, TEMPLATE_ANNOTATION};
+use super::names::{
+    BACKEND_ANNOTATION, MANAGED_LABEL, SANDBOX_LABEL, TEMPLATE_ANNOTATION, TENANT_LABEL,
+};
 use super::names::{EGRESS_BANDWIDTH, HOSTNAME_LABEL, INGRESS_BANDWIDTH};
 use crate::daemon::platform::{NewSandbox, Reservation};
 use crate::shared::duration::format_age;
@@ -307,7 +309,7 @@ pub fn deployment(
     }
     if let Some(tenant) = tenant {
         pod_spec["tolerations"] = json!([{
-            "key": crate::daemon::platform::kubernetes::TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
+            "key": TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
         }]);
     }
     let mut pod_annotations = serde_json::Map::new();

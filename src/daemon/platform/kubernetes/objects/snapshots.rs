@@ -7,7 +7,6 @@ use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
 use super::names::*;
-pub use super::names::{KIND, SOURCE_BACKEND, SOURCE_IMAGE, SOURCE_SANDBOX};
 use super::sandboxes::SandboxTemplate;
 use crate::shared::duration::format_age;
 use crate::shared::models::snapshot::{Snapshot, SnapshotKind};
