@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Daemon;
 use common::sbxd::{self, TestNet};
+use common::{Daemon, ok};
 use futures_util::StreamExt;
 use sbx::cli::client::ApiClient;
 use sbx::shared::models::sandbox::{CreateSandboxRequest, SandboxStatus};
@@ -24,36 +24,6 @@ fn request(name: &str) -> CreateSandboxRequest {
         image: Some(sbxd::busybox()),
         ..Default::default()
     }
-}
-
-fn run(args: &[&str], stdin: Option<&str>) -> String {
-    let mut command = Command::new(args[0]);
-    command.args(&args[1..]);
-    let output = match stdin {
-        None => command.output().expect("run"),
-        Some(text) => {
-            use std::io::Write;
-            let mut child = command
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn");
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(text.as_bytes())
-                .expect("write");
-            child.wait_with_output().expect("wait")
-        }
-    };
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Every per-sandbox network piece on the test's host side: nft chains, sets and counters of
@@ -81,7 +51,7 @@ fn network_objects(net: &TestNet) -> Vec<String> {
             }
         }
     }
-    let links = run(&["ip", "-n", &net.router, "-o", "link"], None);
+    let links = ok(&["ip", "-n", &net.router, "-o", "link"], None);
     for line in links.lines() {
         if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next()) {
             if name.starts_with("sbxv") {
@@ -131,11 +101,11 @@ fn leave_pieces_of_slot(net: &TestNet, slot: u32) {
          add set {t} sb{slot}_allow {{ type ipv4_addr; flags interval; }}\nadd counter {t} sb{slot}_tx\n\
          add element {t} egress {{ \"sbxv{slot}\" : jump sb{slot} }}\n"
     );
-    run(
+    ok(
         &["ip", "netns", "exec", &net.router, "nft", "-f", "-"],
         Some(&script),
     );
-    run(
+    ok(
         &[
             "ip",
             "-n",

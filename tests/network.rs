@@ -4,16 +4,19 @@
 //! distinct addresses. Nothing is configured in the root namespace beyond creating and deleting
 //! those named namespaces; every lab removes what it made when dropped, even on failure.
 //! The tests need root (they skip with a message otherwise).
+mod common;
+
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::{cmd, ok};
 use sbx::runtime::network::{
     Attachment, Egress, Ipv4Net, NetworkConfig, NetworkError, NetworkManager,
 };
@@ -43,33 +46,6 @@ macro_rules! require_root {
             return;
         }
     };
-}
-
-fn cmd(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"));
-    let mut pipe = child.stdin.take().unwrap();
-    if let Some(input) = stdin {
-        pipe.write_all(input.as_bytes()).unwrap();
-    }
-    drop(pipe);
-    child.wait_with_output().unwrap()
-}
-
-/// Runs a command that must succeed; returns its stdout.
-fn ok(args: &[&str], stdin: Option<&str>) -> String {
-    let out = cmd(args, stdin);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Joins the network namespace at `path` on the calling thread (a thread of our own).

@@ -397,3 +397,32 @@ pub async fn bootstrap_token(client: &kube::Client) -> String {
         .trim()
         .to_string()
 }
+
+/// Runs a command with `stdin` as its input (nothing when `None`); its output.
+pub fn cmd(args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {args:?}: {e}"));
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(input) = stdin {
+        pipe.write_all(input.as_bytes()).unwrap();
+    }
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+/// Runs a command that must succeed; returns its stdout.
+pub fn ok(args: &[&str], stdin: Option<&str>) -> String {
+    let out = cmd(args, stdin);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
