@@ -1,5 +1,5 @@
 //! Generated artefacts are checked in and must match what the code generates:
-//! `docs/openapi.json`, `docs/cli.md`, `completions/*`. Regenerate with
+//! `docs/openapi.json`, `docs/cli.md`, `completions/*`, the Tenant CRD in `deploy/crds/`. Regenerate with
 //! `SBX_BLESS=1 cargo test --test generated`.
 use std::path::Path;
 
@@ -33,6 +33,17 @@ fn cli_reference_is_current() {
         text.push('\n');
     }
     check("docs/cli.md", &text);
+}
+
+#[test]
+fn tenant_crd_is_current() {
+    let crd = sbx::daemon::platform::kubernetes::objects::tenants::crd();
+    let text = format!(
+        "# Generated from src/daemon/platform/kubernetes/objects/tenants.rs by\n\
+         # `SBX_BLESS=1 cargo test --test generated`; do not edit.\n{}",
+        serde_yaml_ng::to_string(&crd).unwrap()
+    );
+    check("deploy/crds/tenants.sbx.io.yaml", &text);
 }
 
 #[test]

@@ -1,4 +1,7 @@
 //! Short durations (`45s`, `1h30m`, `600`) and `H:MM:SS` ages: parsing, formatting and the GC body's `keep_fork_for` value.
+//!
+//! Not `humantime`: the API's grammar (whole seconds, or `d`/`h`/`m`/`s` largest first) is
+//! narrower than its, which takes `500ms`, `1 h` and repeated units the spec answers 400 to.
 
 use std::fmt;
 use std::time::Duration;

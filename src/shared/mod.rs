@@ -9,5 +9,4 @@ pub mod models;
 pub mod names;
 pub mod paths;
 pub mod quantity;
-pub mod shell;
 pub mod timestamp;

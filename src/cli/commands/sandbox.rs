@@ -14,7 +14,6 @@ use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, LogsQuery, PauseRequest,
     ResourceLimits, ResumeRequest, Sandbox, SandboxMetrics, SandboxStatus,
 };
-use crate::shared::shell;
 use crate::shared::timestamp::now_unix;
 
 /// Manage sandboxes: create, inspect, run commands, read logs, pause, delete
@@ -499,7 +498,11 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
         }
         SandboxCommand::Exec(args) => {
             let request = ExecRequest {
-                command: Some(shell::join(&args.command)),
+                // The API runs the command with `/bin/sh -c`; quote the words so they arrive as given.
+                command: Some(
+                    shlex::try_join(args.command.iter().map(String::as_str))
+                        .context("cannot quote the command for the shell")?,
+                ),
                 timeout_seconds: args.timeout,
             };
             let result = ctx

@@ -33,7 +33,8 @@ pub const MAX_ENV_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Parses an env file: `KEY=VALUE` lines, `#` comments, blank lines, an optional `export `
 /// prefix, values optionally in matching single or double quotes. Errors name the line,
-/// never a value.
+/// never a value. Not `dotenvy`: it expands `$VAR` from the reading process's environment,
+/// which here would copy the API server's own environment into a tenant's sandbox.
 pub fn parse_env_file(text: &str) -> Result<Vec<String>, String> {
     let mut env = Vec::new();
     for (index, raw) in text.lines().enumerate() {

@@ -12,7 +12,9 @@ pub const TENANT_API_VERSION: &str = "sbx.io/v1alpha1";
 pub const TENANT_KIND: &str = "Tenant";
 
 /// Size a sandbox gets when its create names no limits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 pub struct SizeSpec {
     /// CPU quantity, e.g. `1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,7 +28,9 @@ pub struct SizeSpec {
 }
 
 /// Totals a tenant's sandboxes and snapshots may not exceed (checked on create, 403 `QuotaExceeded`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantQuotas {
     /// Number of sandboxes.
@@ -47,7 +51,9 @@ pub struct TenantQuotas {
 }
 
 /// Largest size one sandbox may ask for (400 above it).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 pub struct MaxSandboxSize {
     /// CPU quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,7 +64,9 @@ pub struct MaxSandboxSize {
 }
 
 /// Per-sandbox network bandwidth limits, in bits per second (enforced on kfd and kql).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkLimits {
     /// Egress bits per second, e.g. `100M`.
@@ -70,7 +78,9 @@ pub struct NetworkLimits {
 }
 
 /// Per-sandbox limits of a tenant.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantLimits {
     /// Largest sandbox size.
@@ -82,11 +92,19 @@ pub struct TenantLimits {
     /// Disk I/O limits: accepted by the schema, enforced by no backend.
     #[serde(rename = "diskIO", default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
+    #[schemars(schema_with = "free_form_object")]
     pub disk_io: Option<serde_json::Value>,
 }
 
+/// A free-form object; in the Tenant CRD its fields are kept as written.
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
 /// Desired state of a tenant.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSpec {
     /// Namespaces owned by the tenant (required, at least one).

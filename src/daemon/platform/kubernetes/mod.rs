@@ -14,14 +14,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret, Taint};
-use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 
 mod cache;
 mod identity;
 mod lease;
-mod objects;
+pub mod objects;
 use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod snapshots;
@@ -67,17 +65,6 @@ const BINDINGS_KEY: &str = "bindings.json";
 pub const QUOTA_NAME: &str = "sbx-tenant-quota";
 /// `last_used` is written back at most this often per key (every use would be a Secret write).
 const TOUCH_EVERY: i64 = 60;
-
-/// The Tenant resource.
-fn tenant_resource() -> ApiResource {
-    ApiResource {
-        group: "sbx.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "sbx.io/v1alpha1".into(),
-        kind: "Tenant".into(),
-        plural: "tenants".into(),
-    }
-}
 
 /// A key as kept in the Secret, one data entry per key id.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -432,8 +419,8 @@ impl KubernetesPlatform {
         Api::namespaced(self.client.clone(), SYSTEM_NAMESPACE)
     }
 
-    fn tenants(&self) -> Api<DynamicObject> {
-        Api::all_with(self.client.clone(), &tenant_resource())
+    fn tenants(&self) -> Api<objects::tenants::TenantObject> {
+        Api::all(self.client.clone())
     }
 
     /// Reads, changes and writes the keys Secret, retrying on a concurrent write.
@@ -540,24 +527,6 @@ impl KubernetesPlatform {
             .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
         }
         Ok(())
-    }
-
-    fn stored_tenant(object: &DynamicObject) -> PlatformResult<StoredTenant> {
-        let name = object.metadata.name.clone().unwrap_or_default();
-        let spec = serde_json::from_value(object.data["spec"].clone()).map_err(|e| {
-            PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
-        })?;
-        Ok(StoredTenant {
-            name,
-            spec,
-            generation: object.metadata.generation.unwrap_or(1),
-            created: object
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-        })
     }
 }
 

@@ -25,18 +25,15 @@ impl TenantStore for KubernetesPlatform {
         let mut tenants: Vec<StoredTenant> = list
             .items
             .iter()
-            .map(Self::stored_tenant)
+            .map(objects::tenants::record)
             .collect::<PlatformResult<_>>()?;
         tenants.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(tenants)
     }
 
     async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let object = DynamicObject::new(&tenant.name, &tenant_resource()).data(serde_json::json!({
-            "spec": tenant.spec,
-        }));
         self.tenants()
-            .create(&PostParams::default(), &object)
+            .create(&PostParams::default(), &objects::tenants::object(tenant))
             .await
             .map_err(
                 |e| match kube_error(&format!("tenant {}", tenant.name), e) {
@@ -53,14 +50,12 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec =
-            serde_json::to_value(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
         replace_with_retry(
             &self.tenants(),
             &tenant.name,
             &format!("tenant '{}'", tenant.name),
             |object| {
-                object.data["spec"] = spec.clone();
+                object.spec = objects::tenants::TenantObjectSpec(tenant.spec.clone());
             },
         )
         .await?;

@@ -109,7 +109,7 @@ impl KubernetesPlatform {
         else {
             return Ok(None);
         };
-        Ok(Self::stored_tenant(&object)?
+        Ok(super::objects::tenants::record(&object)?
             .spec
             .limits
             .and_then(|l| l.network))

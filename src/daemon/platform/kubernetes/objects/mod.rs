@@ -5,3 +5,4 @@
 pub mod names;
 pub mod sandboxes;
 pub mod snapshots;
+pub mod tenants;
