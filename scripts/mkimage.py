@@ -57,11 +57,16 @@ def parse_args():
                         help='Env as a JSON array of "KEY=value" (default: a standard PATH)')
     parser.add_argument("--workdir", default="/", help="WorkingDir (default /)")
     parser.add_argument("--user", default=None, help="User, e.g. 65532:65532 (default: root)")
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config label, e.g. org.opencontainers.image.version=1.0 (repeatable)")
     parser.add_argument("--arch", default=None,
                         help="architecture (default: this machine's, e.g. amd64)")
     args = parser.parse_args()
     if not os.path.isdir(args.rootfs):
         parser.error(f"{args.rootfs} is not a directory")
+    for label in args.label:
+        if "=" not in label or label.startswith("="):
+            parser.error(f"--label {label!r} must be KEY=VALUE")
     name, sep, tag = args.ref.rpartition(":")
     if not sep or not name or not tag or "/" in tag:
         parser.error(f"--ref {args.ref!r} must be NAME:TAG")
@@ -151,6 +156,8 @@ def main():
             runtime["Cmd"] = args.cmd
         if args.user:
             runtime["User"] = args.user
+        if args.label:
+            runtime["Labels"] = dict(label.split("=", 1) for label in args.label)
         config = {
             "created": "1970-01-01T00:00:00Z",
             "architecture": arch,

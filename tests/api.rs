@@ -69,6 +69,8 @@ async fn health_routes_are_bare_and_public() {
         (status, body),
         (StatusCode::OK, json!({"status": "healthy"}))
     );
+    let (status, body) = raw(&daemon, reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"status": "ready"})));
 
     let client = daemon.client("none");
     assert_eq!(client.health().await.unwrap().status, "healthy");

@@ -1,5 +1,6 @@
 //! Generated artefacts are checked in and must match what the code generates:
-//! `docs/openapi.json`, `docs/cli.md`, `completions/*`, the Tenant CRD in `deploy/crds/`. Regenerate with
+//! `docs/openapi.json`, `docs/cli.md`, `completions/*`, the Tenant CRD in `deploy/crds/`, the RBAC
+//! in `deploy/rbac.yaml` and its table in `docs/operations.md`. Regenerate with
 //! `SBX_BLESS=1 cargo test --test generated`.
 use std::path::Path;
 
@@ -18,6 +19,30 @@ fn check(relative: &str, generated: &str) {
     assert!(
         on_disk == generated,
         "{relative} is stale: run `SBX_BLESS=1 cargo test --test generated` and commit it"
+    );
+}
+
+/// Like `check`, for the text between `<!-- NAME:start -->` and `<!-- NAME:end -->` lines of
+/// a hand-written file.
+fn check_region(relative: &str, name: &str, generated: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let (start, end) = (
+        format!("<!-- {name}:start -->\n"),
+        format!("<!-- {name}:end -->"),
+    );
+    let (Some(a), Some(b)) = (text.find(&start), text.find(&end)) else {
+        panic!("{relative} lacks the lines {start} and {end}");
+    };
+    let current = &text[a + start.len()..b];
+    if std::env::var_os("SBX_BLESS").is_some() {
+        let updated = format!("{}{generated}{}", &text[..a + start.len()], &text[b..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert!(
+        current == generated,
+        "{relative} ({name}) is stale: run `SBX_BLESS=1 cargo test --test generated` and commit it"
     );
 }
 
@@ -44,6 +69,22 @@ fn tenant_crd_is_current() {
         serde_yaml_ng::to_string(&crd).unwrap()
     );
     check("deploy/crds/tenants.sbx.io.yaml", &text);
+}
+
+#[test]
+fn rbac_is_current() {
+    use sbx::daemon::platform::kubernetes::permissions;
+    let text = format!(
+        "# Generated from src/daemon/platform/kubernetes/permissions.rs by\n\
+         # `SBX_BLESS=1 cargo test --test generated`; do not edit.\n{}",
+        permissions::rbac_yaml()
+    );
+    check("deploy/rbac.yaml", &text);
+    check_region(
+        "docs/operations.md",
+        "rbac-table",
+        &permissions::markdown_table(),
+    );
 }
 
 #[test]

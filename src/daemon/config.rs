@@ -164,7 +164,7 @@ pub struct Config {
 }
 
 /// The `[kubernetes]` section, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KubernetesSettings {
     /// Size of a new kql sandbox's root PVC, bytes.
     pub root_disk_bytes: u64,
@@ -172,6 +172,10 @@ pub struct KubernetesSettings {
     pub fork_timeout: std::time::Duration,
     /// Image of the `dind` sidecar.
     pub dind_image: String,
+    /// Labels a node must carry to run sandboxes (e.g. the nodes with the kata runtimes).
+    pub sandbox_node_selector: std::collections::BTreeMap<String, String>,
+    /// Taints sandboxes tolerate, beside their tenant's dedication taint.
+    pub sandbox_tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
 }
 
 impl KubernetesConfig {
@@ -194,6 +198,8 @@ impl KubernetesConfig {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
             dind_image: self.dind_image.trim().to_string(),
+            sandbox_node_selector: self.sandbox_node_selector.clone(),
+            sandbox_tolerations: self.sandbox_tolerations.clone(),
         })
     }
 }
@@ -216,6 +222,12 @@ pub struct KubernetesConfig {
     pub fork_timeout: String,
     /// Image of the `dind` sidecar a restore can add (default `docker:27-dind`).
     pub dind_image: String,
+    /// Node labels a sandbox's Pod requires (`nodeSelector`), e.g.
+    /// `{ "katacontainers.io/kata-runtime" = "true" }`; none by default.
+    pub sandbox_node_selector: std::collections::BTreeMap<String, String>,
+    /// Tolerations of every sandbox's Pod, as Kubernetes writes them (`key`, `operator`,
+    /// `value`, `effect`), e.g. for nodes tainted for sandboxes only; none by default.
+    pub sandbox_tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
 }
 
 impl Default for KubernetesConfig {
@@ -224,6 +236,8 @@ impl Default for KubernetesConfig {
             root_disk_size: "10Gi".into(),
             fork_timeout: "5m".into(),
             dind_image: "docker:27-dind".into(),
+            sandbox_node_selector: Default::default(),
+            sandbox_tolerations: Vec::new(),
         }
     }
 }

@@ -14,12 +14,13 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
     info(
         title = "sbx sandbox management API",
         description = "Isolated, disposable, forkable sandboxes with tenants, quotas and keys. \
-            Every response except `GET /` and `GET /health` is `{\"data\": …}` or \
+            Every response except `GET /`, `GET /health` and `GET /readyz` is `{\"data\": …}` or \
             `{\"error\": {\"code\", \"message\"}}`."
     ),
     paths(
         routes::health::root,
         routes::health::health,
+        routes::health::readyz,
         routes::keys::create_key,
         routes::keys::list_keys,
         routes::keys::revoke_keys,
@@ -63,7 +64,7 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
     modifiers(&Security, &CommonErrors),
     security(("api_key" = []), ("bearer" = [])),
     tags(
-        (name = "health", description = "Unauthenticated liveness and version"),
+        (name = "health", description = "Unauthenticated liveness, readiness and version"),
         (name = "sandboxes", description = "Sandbox lifecycle, exec, logs, metrics, fork and snapshots of a sandbox"),
         (name = "snapshots", description = "Volume snapshots: list, inspect, delete, restore, GC"),
         (name = "tenants", description = "Tenants with namespaces, nodes, default size, quotas and limits"),

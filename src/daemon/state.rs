@@ -44,6 +44,11 @@ impl AppState {
         self.platform.name()
     }
 
+    /// Whether this replica can serve requests now (`GET /readyz`); the reason when not.
+    pub async fn readiness(&self) -> Result<(), String> {
+        self.platform.ready().await
+    }
+
     /// Stops the platform's background work (at daemon shutdown).
     pub async fn shutdown_platform(&self) {
         self.platform.shutdown().await

@@ -91,6 +91,8 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
     )
     .await;
     assert_eq!(status, 200);
+    let (status, body) = call(&daemon, "", reqwest::Method::GET, "/readyz", None).await;
+    assert_eq!((status, &body), (200, &json!({"status": "ready"})));
     // The API server goes away (killed; the rest of the test environment stays).
     let pid: i32 = std::fs::read_to_string(state.join("kube-apiserver.pid"))
         .unwrap()
@@ -144,6 +146,17 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
             .contains("unreachable"),
         "{body}"
     );
+    // The replica says it is not ready (a kubelet takes it out of its Service), and why.
+    let (status, body) = call(&daemon, "", reqwest::Method::GET, "/readyz", None).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (503, Some("not ready")),
+        "{body}"
+    );
+    assert!(
+        body["reason"].as_str().unwrap().contains("API server"),
+        "{body}"
+    );
     // It comes back (the same program and flags: same port, certificates and etcd), and so
     // does the daemon, without a restart.
     let returned_log = state.join("kube-apiserver.returned.log");
@@ -183,6 +196,15 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
             tail.join("\n")
         );
     }
+    let started = Instant::now();
+    let ready = loop {
+        let (status, body) = call(&daemon, "", reqwest::Method::GET, "/readyz", None).await;
+        if status == 200 || started.elapsed() > Duration::from_secs(30) {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ready.0, 200, "{}", ready.1);
 }
 
 #[test]

@@ -437,6 +437,11 @@ pub trait Platform:
         None
     }
 
+    /// Whether requests can be served now; the reason when not (`GET /readyz`).
+    async fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Finishes background work before the daemon exits (bounded; sandboxes keep running).
     async fn shutdown(&self) {}
 }

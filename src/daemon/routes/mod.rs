@@ -52,6 +52,7 @@ pub fn app(state: AppState) -> Router {
     let public = Router::new()
         .route("/", get(health::root))
         .route("/health", get(health::health))
+        .route("/readyz", get(health::readyz))
         .route(OPENAPI_PATH, get(openapi::serve))
         .merge(identity::public_router())
         .route_layer(middleware::from_fn_with_state(state.clone(), observe));

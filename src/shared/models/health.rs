@@ -1,4 +1,4 @@
-//! Payloads of the unauthenticated health routes `GET /` and `GET /health` (bare objects, no envelope).
+//! Payloads of the unauthenticated health routes `GET /`, `GET /health` and `GET /readyz` (bare objects, no envelope).
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -16,4 +16,14 @@ pub struct RootInfo {
 pub struct HealthResponse {
     /// Always `healthy` when the service answers.
     pub status: String,
+}
+
+/// `GET /readyz`: whether this replica can serve requests now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReadinessResponse {
+    /// `ready` or `not ready`.
+    pub status: String,
+    /// Why not, when not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

@@ -20,6 +20,7 @@ mod cache;
 mod identity;
 mod lease;
 pub mod objects;
+pub mod permissions;
 use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod snapshots;
@@ -209,6 +210,13 @@ impl KubernetesPlatform {
                 PlatformError::Unavailable(format!("the Kubernetes API server is unreachable: {e}"))
             })?;
         tracing::info!(version = %version.git_version, "connected to the Kubernetes API server");
+        let missing = permissions::missing(&client).await;
+        if !missing.is_empty() {
+            return Err(PlatformError::Unavailable(format!(
+                "this cluster is not ready for sbx (apply deploy/, see docs/operations.md):\n  {}",
+                missing.join("\n  ")
+            )));
+        }
         let mut nonce = [0u8; 4];
         getrandom::fill(&mut nonce)
             .map_err(|e| PlatformError::Unavailable(format!("getrandom: {e}")))?;
@@ -534,5 +542,38 @@ impl KubernetesPlatform {
 impl Platform for KubernetesPlatform {
     fn name(&self) -> &'static str {
         "kubernetes"
+    }
+
+    /// Ready while the API server answers (within 2 s) and every watch cache is in step.
+    async fn ready(&self) -> Result<(), String> {
+        match tokio::time::timeout(Duration::from_secs(2), self.client.apiserver_version()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("the Kubernetes API server is unreachable: {e}")),
+            Err(_) => return Err("the Kubernetes API server did not answer within 2 s".into()),
+        }
+        let caches = [
+            (
+                "sandbox Deployments",
+                self.deployment_cache.store().is_some(),
+            ),
+            ("sandbox Pods", self.pod_cache.store().is_some()),
+            (
+                "sandbox VolumeSnapshots",
+                self.snapshot_cache.store().is_some(),
+            ),
+        ];
+        let behind: Vec<&str> = caches
+            .iter()
+            .filter(|(_, in_step)| !in_step)
+            .map(|(what, _)| *what)
+            .collect();
+        if behind.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the watch of {} is not in step yet",
+                behind.join(", ")
+            ))
+        }
     }
 }

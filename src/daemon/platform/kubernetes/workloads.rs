@@ -139,7 +139,7 @@ impl KubernetesPlatform {
             &template,
             tenant.as_deref(),
             network.as_ref(),
-            &self.settings.dind_image,
+            &self.settings,
         );
         let object: Deployment = serde_json::from_value(body)
             .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;

@@ -8,6 +8,7 @@ use super::names::{
     BACKEND_ANNOTATION, MANAGED_LABEL, SANDBOX_LABEL, TEMPLATE_ANNOTATION, TENANT_LABEL,
 };
 use super::names::{EGRESS_BANDWIDTH, HOSTNAME_LABEL, INGRESS_BANDWIDTH};
+use crate::daemon::config::KubernetesSettings;
 use crate::daemon::platform::{NewSandbox, Reservation};
 use crate::shared::duration::format_age;
 use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
@@ -220,7 +221,7 @@ pub fn deployment(
     t: &SandboxTemplate,
     tenant: Option<&str>,
     network: Option<&crate::shared::models::tenant::NetworkLimits>,
-    dind_image: &str,
+    settings: &KubernetesSettings,
 ) -> Value {
     let mut limits = serde_json::Map::new();
     if let Some(m) = t.cpu_millis {
@@ -284,7 +285,7 @@ pub fn deployment(
         container["env"] = json!([{"name": "DOCKER_HOST", "value": "tcp://127.0.0.1:2375"}]);
         containers.push(json!({
             "name": DIND_CONTAINER,
-            "image": dind_image,
+            "image": settings.dind_image,
             "securityContext": {"privileged": true, "runAsUser": 0},
             "env": [{"name": "DOCKER_TLS_CERTDIR", "value": ""}],
         }));
@@ -307,10 +308,18 @@ pub fn deployment(
             }]}],
         }}});
     }
+    if !settings.sandbox_node_selector.is_empty() {
+        pod_spec["nodeSelector"] = json!(settings.sandbox_node_selector);
+    }
+    let mut tolerations = vec![];
     if let Some(tenant) = tenant {
-        pod_spec["tolerations"] = json!([{
+        tolerations.push(json!({
             "key": TENANT_LABEL, "operator": "Equal", "value": tenant, "effect": "NoSchedule",
-        }]);
+        }));
+    }
+    tolerations.extend(settings.sandbox_tolerations.iter().map(|t| json!(t)));
+    if !tolerations.is_empty() {
+        pod_spec["tolerations"] = json!(tolerations);
     }
     let mut pod_annotations = serde_json::Map::new();
     if let Some(limits) = network {
@@ -494,5 +503,43 @@ pub fn size(deployment: &Deployment) -> Reservation {
             .map(|q| q.value_ceil() as u64)
             .unwrap_or(0),
         snapshot_bytes: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_settings_reach_the_pod() {
+        let template = SandboxTemplate {
+            image: "busybox".into(),
+            backend: "kata-firecracker-devmapper".into(),
+            ..Default::default()
+        };
+        let mut settings = KubernetesSettings::default();
+        let plain = deployment("ns", "s", &template, None, None, &settings);
+        let pod = &plain["spec"]["template"]["spec"];
+        assert!(pod.get("nodeSelector").is_none() && pod.get("tolerations").is_none());
+
+        settings
+            .sandbox_node_selector
+            .insert("sbx.io/sandboxes".into(), "true".into());
+        settings.sandbox_tolerations = vec![
+            serde_json::from_value(json!({
+                "key": "sbx.io/sandboxes", "operator": "Exists", "effect": "NoSchedule",
+            }))
+            .unwrap(),
+        ];
+        let placed = deployment("ns", "s", &template, Some("acme"), None, &settings);
+        let pod = &placed["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"], json!({"sbx.io/sandboxes": "true"}));
+        assert_eq!(
+            pod["tolerations"],
+            json!([
+                {"key": TENANT_LABEL, "operator": "Equal", "value": "acme", "effect": "NoSchedule"},
+                {"key": "sbx.io/sandboxes", "operator": "Exists", "effect": "NoSchedule"},
+            ])
+        );
     }
 }

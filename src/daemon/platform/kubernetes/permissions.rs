@@ -1,0 +1,406 @@
+//! What the daemon may do in a cluster, in one table: the RBAC in `deploy/rbac.yaml` and the
+//! table in `docs/operations.md` are generated from it (`tests/generated.rs` checks both), and
+//! `sbx serve` checks every line of it at start-up (a SelfSubjectAccessReview each), so that a
+//! missing permission or CRD is named when the daemon starts rather than failing a request
+//! later.
+use std::fmt::Write as _;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use super::{BINDINGS_CONFIGMAP, SYSTEM_NAMESPACE};
+
+/// Where a permission is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace (a ClusterRole): sandboxes live in any namespace a tenant owns.
+    Cluster,
+    /// The service's own namespace for its state, `kube-system` (a Role there).
+    System,
+}
+
+/// One RBAC rule the daemon needs, with the reason.
+#[derive(Debug, Clone, Copy)]
+pub struct Permission {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    /// Resource, with `/subresource` where there is one.
+    pub resource: &'static str,
+    /// Verbs.
+    pub verbs: &'static [&'static str],
+    /// Where.
+    pub scope: Scope,
+    /// Object names the rule is limited to (empty: any). `create` cannot be limited by name,
+    /// so it is in a rule of its own.
+    pub names: &'static [&'static str],
+    /// Why the daemon needs it.
+    pub why: &'static str,
+}
+
+const fn rule(
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    scope: Scope,
+    why: &'static str,
+) -> Permission {
+    Permission {
+        group,
+        resource,
+        verbs,
+        scope,
+        names: &[],
+        why,
+    }
+}
+
+/// Every permission `sbx serve` uses on the Kubernetes platform.
+pub const PERMISSIONS: &[Permission] = &[
+    rule(
+        "apps",
+        "deployments",
+        &["get", "list", "watch", "create", "patch", "delete"],
+        Scope::Cluster,
+        "a sandbox is a Deployment: created, scaled to 0 and back by pause and resume (patch), deleted; lists and gets are served from a watch",
+    ),
+    rule(
+        "",
+        "pods",
+        &["get", "list", "watch"],
+        Scope::Cluster,
+        "a sandbox's state, node and errors come from its Pod (watched)",
+    ),
+    rule(
+        "",
+        "pods/exec",
+        &["get", "create"],
+        Scope::Cluster,
+        "`POST /sandboxes/{name}/exec` runs the command in the sandbox's Pod (a WebSocket upgrade: `get`, and `create` since Kubernetes 1.30)",
+    ),
+    rule(
+        "",
+        "pods/log",
+        &["get"],
+        Scope::Cluster,
+        "`GET /sandboxes/{name}/logs`",
+    ),
+    rule(
+        "",
+        "events",
+        &["list"],
+        Scope::Cluster,
+        "why a sandbox's Pod cannot start (unschedulable, no runtime handler, image pull) shows as its `error_message`",
+    ),
+    rule(
+        "",
+        "persistentvolumeclaims",
+        &["get", "create", "delete"],
+        Scope::Cluster,
+        "the root volume of a kql sandbox, cloned from a VolumeSnapshot by fork and restore",
+    ),
+    rule(
+        "",
+        "secrets",
+        &["get", "create", "update", "patch", "delete"],
+        Scope::Cluster,
+        "a sandbox's env file is a Secret in its namespace, copied for its snapshots; API keys (hashes only) are `kube-system/sbx-api-keys`, the first admin token `kube-system/sbx-bootstrap-admin`. Only Secrets the daemon names: no list or watch",
+    ),
+    rule(
+        "networking.k8s.io",
+        "networkpolicies",
+        &["create", "patch", "delete"],
+        Scope::Cluster,
+        "a sandbox's egress allow-list is a NetworkPolicy (server-side apply)",
+    ),
+    rule(
+        "snapshot.storage.k8s.io",
+        "volumesnapshots",
+        &["get", "list", "watch", "create", "delete"],
+        Scope::Cluster,
+        "pause, named and fork snapshots are VolumeSnapshots of a kql sandbox's root volume (watched)",
+    ),
+    rule(
+        "",
+        "namespaces",
+        &["get", "create", "patch"],
+        Scope::Cluster,
+        "a sandbox's namespace is made on first use; a tenant's namespaces carry its label (server-side apply)",
+    ),
+    rule(
+        "",
+        "resourcequotas",
+        &["create", "patch", "delete"],
+        Scope::Cluster,
+        "the backstop ResourceQuota `sbx-tenant-quota` of a single-namespace tenant",
+    ),
+    rule(
+        "",
+        "nodes",
+        &["get", "list", "update"],
+        Scope::Cluster,
+        "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint",
+    ),
+    rule(
+        "sbx.io",
+        "tenants",
+        &["get", "list", "create", "update", "delete"],
+        Scope::Cluster,
+        "tenants are `Tenant` objects (the CRD in `deploy/crds/`)",
+    ),
+    rule(
+        "metrics.k8s.io",
+        "pods",
+        &["list"],
+        Scope::Cluster,
+        "`GET /sandboxes/metrics` reads CPU and memory from metrics-server",
+    ),
+    rule(
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+        Scope::System,
+        "a Lease per tenant serialises quota checks across replicas; the leader Lease elects the replica that runs the GC sweep and the usage refresh",
+    ),
+    rule(
+        "",
+        "configmaps",
+        &["create"],
+        Scope::System,
+        "the role-binding document is made on first write",
+    ),
+    Permission {
+        group: "",
+        resource: "configmaps",
+        verbs: &["get", "patch"],
+        scope: Scope::System,
+        names: &[BINDINGS_CONFIGMAP],
+        why: "the role-binding document `sbx-role-bindings` (`GET`/`PUT /role-bindings`)",
+    },
+];
+
+/// The CRDs and aggregated APIs the daemon cannot work without: (group/version, resource,
+/// what installs it).
+pub const REQUIRED_APIS: &[(&str, &str, &str)] = &[
+    (
+        "sbx.io/v1alpha1",
+        "tenants",
+        "the Tenant CRD: kubectl apply -f deploy/crds/tenants.sbx.io.yaml",
+    ),
+    (
+        "snapshot.storage.k8s.io/v1",
+        "volumesnapshots",
+        "the VolumeSnapshot CRDs and controller of kubernetes-csi/external-snapshotter",
+    ),
+];
+
+/// Namespace the manifests run the daemon in.
+pub const DEPLOY_NAMESPACE: &str = "sbx-system";
+/// Name of the daemon's ServiceAccount, roles and bindings.
+pub const DEPLOY_NAME: &str = "sbx";
+
+/// What a start-up check found missing, each line naming the verb and resource or the API.
+pub async fn missing(client: &kube::Client) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (api_version, resource, install) in REQUIRED_APIS {
+        match client.list_api_group_resources(api_version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == *resource) => {}
+            Ok(_) | Err(kube::Error::Api(_)) => problems.push(format!(
+                "the API server does not serve {resource} ({api_version}): install {install}"
+            )),
+            Err(e) => problems.push(format!(
+                "cannot read {api_version} from the API server: {e}"
+            )),
+        }
+    }
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let checks = PERMISSIONS.iter().flat_map(|p| {
+        let names: Vec<Option<&str>> = if p.names.is_empty() {
+            vec![None]
+        } else {
+            p.names.iter().map(|n| Some(*n)).collect()
+        };
+        names
+            .into_iter()
+            .flat_map(move |name| p.verbs.iter().map(move |verb| (p, *verb, name)))
+    });
+    let reviews = checks.map(|(p, verb, name)| {
+        let api = api.clone();
+        async move {
+            let (resource, subresource) = match p.resource.split_once('/') {
+                Some((r, s)) => (r, Some(s.to_string())),
+                None => (p.resource, None),
+            };
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some(p.group.to_string()),
+                        resource: Some(resource.to_string()),
+                        subresource,
+                        verb: Some(verb.to_string()),
+                        namespace: (p.scope == Scope::System).then(|| SYSTEM_NAMESPACE.to_string()),
+                        name: name.map(str::to_string),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let what = describe(p, verb, name);
+            match api.create(&PostParams::default(), &review).await {
+                Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => None,
+                Ok(_) => Some(format!("permission denied: {what} ({})", p.why)),
+                Err(e) => Some(format!("cannot check whether it may {what}: {e}")),
+            }
+        }
+    });
+    let denied: Vec<Option<String>> = futures_util::stream::iter(reviews)
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    problems.extend(denied.into_iter().flatten());
+    problems.sort();
+    problems
+}
+
+/// `create leases (coordination.k8s.io) in namespace kube-system`.
+fn describe(p: &Permission, verb: &str, name: Option<&str>) -> String {
+    let group = if p.group.is_empty() { "core" } else { p.group };
+    let object = match name {
+        Some(n) => format!("{} `{n}`", p.resource),
+        None => p.resource.to_string(),
+    };
+    match p.scope {
+        Scope::Cluster => format!("`{verb}` {object} ({group}) in every namespace"),
+        Scope::System => format!("`{verb}` {object} ({group}) in namespace {SYSTEM_NAMESPACE}"),
+    }
+}
+
+/// RBAC rules of one scope, as Kubernetes writes them.
+fn rules(scope: Scope) -> Vec<serde_json::Value> {
+    PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == scope)
+        .map(|p| {
+            let mut rule = json!({
+                "apiGroups": [p.group],
+                "resources": [p.resource],
+                "verbs": p.verbs,
+            });
+            if !p.names.is_empty() {
+                rule["resourceNames"] = json!(p.names);
+            }
+            rule
+        })
+        .collect()
+}
+
+/// `deploy/rbac.yaml`: the ClusterRole, the Role in `kube-system` and their bindings to the
+/// daemon's ServiceAccount.
+pub fn rbac_yaml() -> String {
+    let subject = json!([{
+        "kind": "ServiceAccount",
+        "name": DEPLOY_NAME,
+        "namespace": DEPLOY_NAMESPACE,
+    }]);
+    let labels = json!({"app.kubernetes.io/name": "sbx"});
+    let documents = [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": DEPLOY_NAME, "labels": labels},
+            "rules": rules(Scope::Cluster),
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": DEPLOY_NAME, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DEPLOY_NAME},
+            "subjects": subject,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": DEPLOY_NAME, "namespace": SYSTEM_NAMESPACE, "labels": labels},
+            "rules": rules(Scope::System),
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": DEPLOY_NAME, "namespace": SYSTEM_NAMESPACE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DEPLOY_NAME},
+            "subjects": subject,
+        }),
+    ];
+    documents
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).expect("RBAC documents serialise"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// The Markdown table of `docs/operations.md`: each rule and why.
+pub fn markdown_table() -> String {
+    let mut table =
+        String::from("| resource (API group) | verbs | where | why |\n|---|---|---|---|\n");
+    for p in PERMISSIONS {
+        let group = if p.group.is_empty() { "core" } else { p.group };
+        let mut resource = format!("`{}` ({group})", p.resource);
+        if !p.names.is_empty() {
+            let names: Vec<String> = p.names.iter().map(|n| format!("`{n}`")).collect();
+            let _ = write!(resource, ", only {}", names.join(", "));
+        }
+        let scope = match p.scope {
+            Scope::Cluster => "all namespaces (ClusterRole)".to_string(),
+            Scope::System => format!("`{SYSTEM_NAMESPACE}` (Role)"),
+        };
+        let _ = writeln!(
+            table,
+            "| {resource} | {} | {scope} | {} |",
+            p.verbs.join(", "),
+            p.why.replace('|', "\\|")
+        );
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_is_never_limited_by_name() {
+        for p in PERMISSIONS {
+            assert!(
+                p.names.is_empty() || !p.verbs.contains(&"create"),
+                "{}: RBAC cannot limit create by resourceNames",
+                p.resource
+            );
+        }
+    }
+
+    #[test]
+    fn the_role_binds_the_service_account() {
+        let yaml = rbac_yaml();
+        assert!(yaml.contains("kind: ClusterRole\n"));
+        assert!(yaml.contains("namespace: sbx-system"));
+        assert_eq!(yaml.matches("resourceNames").count(), 1);
+    }
+
+    #[test]
+    fn denials_name_the_verb_and_resource() {
+        let p = &PERMISSIONS[0];
+        assert_eq!(
+            describe(p, "create", None),
+            "`create` deployments (apps) in every namespace"
+        );
+        let bindings = PERMISSIONS.iter().find(|p| !p.names.is_empty()).unwrap();
+        assert_eq!(
+            describe(bindings, "get", Some(BINDINGS_CONFIGMAP)),
+            "`get` configmaps `sbx-role-bindings` (core) in namespace kube-system"
+        );
+    }
+}
