@@ -52,8 +52,9 @@ impl Daemon {
         Daemon::spawn_env(tmp, data_dir, args, env)
     }
 
-    /// Starts `sbx serve --platform kubernetes` against the test cluster with this config
-    /// file text (e.g. a `[kubernetes]` section).
+    /// Starts `sbx serve --platform kubernetes` against the test cluster, as the ServiceAccount
+    /// `deploy/` makes (`daemon_kubeconfig`), with this config file text (e.g. a
+    /// `[kubernetes]` section).
     pub fn start_on_kubernetes(config: &str) -> Daemon {
         let tmp = Arc::new(tempfile::tempdir().expect("tempdir"));
         let path = tmp.path().join("sbx.toml");
@@ -64,7 +65,7 @@ impl Daemon {
             tmp,
             data_dir,
             &["--platform", "kubernetes", "--config", &path],
-            &[("KUBECONFIG", kubeconfig().as_str())],
+            &[("KUBECONFIG", daemon_kubeconfig().as_str())],
         )
     }
 
@@ -371,6 +372,91 @@ pub fn kubeconfig() -> String {
         "SBX_TEST_KUBECONFIG is not set: run scripts/test, or `eval \"$(scripts/k8s-testenv start)\"` \
          and export SBX_TEST_KUBECONFIG=$KUBECONFIG",
     )
+}
+
+/// A kubeconfig of the test cluster as the daemon's own ServiceAccount (`sbx-system/sbx`)
+/// under the RBAC that `deploy/` grants, never as the cluster's admin: every daemon the
+/// Kubernetes tests start uses it, so that a permission the manifests lack fails a test.
+/// Made once per test process: the ServiceAccount, the roles and bindings applied from
+/// `deploy/` (server-side apply, as `kubectl apply` would), a token from the TokenRequest API.
+pub fn daemon_kubeconfig() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        // Its own thread and runtime: callers may be inside a runtime already.
+        std::thread::spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(service_account_kubeconfig())
+        })
+        .join()
+        .expect("the daemon's kubeconfig")
+    })
+    .clone()
+}
+
+async fn service_account_kubeconfig() -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{
+        Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    };
+    use serde::Deserialize;
+
+    let client = cluster().await;
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"] {
+        let text = std::fs::read_to_string(deploy.join(file)).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let object = DynamicObject::deserialize(document).unwrap();
+            let types = object.types.clone().expect("apiVersion and kind");
+            let (group, version) = types
+                .api_version
+                .rsplit_once('/')
+                .unwrap_or(("", &types.api_version));
+            let resource =
+                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &types.kind));
+            let api: Api<DynamicObject> = match &object.metadata.namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            let name = object.metadata.name.clone().unwrap();
+            api.patch(
+                &name,
+                &PatchParams::apply("sbx-tests").force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {name} from deploy/{file}: {e}", types.kind));
+        }
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, "sbx-system");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(24 * 3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token: TokenRequest = accounts
+        .create_subresource("token", "sbx", &PostParams::default(), &request)
+        .await
+        .expect("a token of the sbx ServiceAccount");
+    let token = token
+        .status
+        .and_then(|s| s.token)
+        .expect("a token in the TokenRequest's status");
+    let mut config: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig()).unwrap()).unwrap();
+    config["users"] =
+        serde_yaml_ng::from_str(&format!("[{{name: sbx, user: {{token: {token}}}}}]")).unwrap();
+    config["contexts"][0]["context"]["user"] = "sbx".into();
+    let dir = std::env::temp_dir().join(format!("sbx-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sbx-serviceaccount.kubeconfig");
+    std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
 }
 
 /// A kube-rs client of that cluster (as its admin), to check what the daemon wrote.
