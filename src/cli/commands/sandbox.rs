@@ -403,8 +403,13 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
                 if let Some(bar) = &bar {
                     bar.finish_and_clear();
                 }
+                let why = if sandbox.error_message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", sandbox.error_message)
+                };
                 bail!(
-                    "sandbox {} is not Ready after {:?} (status {})",
+                    "sandbox {} is not Ready after {:?} (status {}){why}",
                     sandbox.name,
                     timeout,
                     sandbox.status
@@ -412,6 +417,17 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
             }
             // Sandboxes are usually Ready within tens of milliseconds: poll fast at first.
             _ => {
+                // What it waits for, as the platform says (e.g. the kubelet's reason).
+                if let Some(bar) = &bar {
+                    bar.set_message(if sandbox.error_message.is_empty() {
+                        format!("creating sandbox/{}", sandbox.name)
+                    } else {
+                        format!(
+                            "creating sandbox/{} ({})",
+                            sandbox.name, sandbox.error_message
+                        )
+                    });
+                }
                 let pause = if started.elapsed() < Duration::from_secs(2) {
                     5
                 } else {

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::daemon::platform::SandboxBackend;
+use crate::shared::models::sandbox::SandboxStatus;
 
 #[async_trait]
 impl SandboxBackend for KubernetesPlatform {
@@ -41,9 +42,15 @@ impl SandboxBackend for KubernetesPlatform {
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
         let d = self.sandbox_deployment(namespace, name).await?;
         let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
-        records
+        let mut record = records
             .pop()
-            .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))
+            .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))?;
+        if record.status == SandboxStatus::Pending && record.error_message.is_empty() {
+            if let Some(reason) = self.pending_reason(namespace, name).await? {
+                record.error_message = reason;
+            }
+        }
+        Ok(record)
     }
 
     async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {

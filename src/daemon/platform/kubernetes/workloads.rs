@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, ApiResource, AttachParams, DynamicObject, LogParams, ObjectMeta, PostParams};
+use kube::api::{
+    Api, ApiResource, AttachParams, DynamicObject, ListParams, LogParams, ObjectMeta, PostParams,
+};
 
 use super::objects::sandboxes::{self, CONTAINER, SandboxTemplate};
 use super::objects::{names, snapshots};
@@ -441,6 +443,33 @@ impl KubernetesPlatform {
             Err(kube::Error::Api(status)) if status.code == 400 => Ok(String::new()),
             Err(e) => Err(kube_error(&format!("logs of sandbox {name}"), e)),
         }
+    }
+
+    /// Why a pending sandbox's scheduled Pod does not start, from the Pod's Warning events
+    /// (one sandbox's get, not lists: an API call per Pod).
+    pub(super) async fn pending_reason(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> PlatformResult<Option<String>> {
+        let pods = self.sandbox_pods(Some(namespace), Some(name)).await?;
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        for pod in pods.values().flatten() {
+            let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
+            let (Some(_), Some(pod_name)) = (scheduled, pod.metadata.name.as_deref()) else {
+                continue;
+            };
+            let selector =
+                format!("involvedObject.kind=Pod,involvedObject.name={pod_name},type=Warning");
+            let list = events
+                .list(&ListParams::default().fields(&selector))
+                .await
+                .map_err(|e| kube_error(&format!("events of sandbox {name}"), e))?;
+            if let Some(reason) = sandboxes::pending_reason(&list.items) {
+                return Ok(Some(reason));
+            }
+        }
+        Ok(None)
     }
 
     /// CPU and memory of the sandboxes' Pods from `metrics.k8s.io`.

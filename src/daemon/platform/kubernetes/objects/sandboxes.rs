@@ -417,6 +417,28 @@ pub fn pod_view(pods: &[&Pod]) -> PodView {
     view
 }
 
+/// Why a scheduled Pod does not start, from its Warning events (newest first wins), e.g.
+/// `FailedCreatePodSandBox: … no runtime for "kata-fc" is configured`: what a kubelet knows
+/// and the Pod's status does not say.
+pub fn pending_reason(events: &[k8s_openapi::api::core::v1::Event]) -> Option<String> {
+    let when = |e: &k8s_openapi::api::core::v1::Event| {
+        e.last_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .or_else(|| e.event_time.as_ref().map(|t| t.0.as_second()))
+            .unwrap_or(0)
+    };
+    let latest = events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .max_by_key(|e| when(e))?;
+    let reason = latest.reason.clone().unwrap_or_else(|| "Warning".into());
+    Some(match latest.message.as_deref().map(str::trim) {
+        Some(m) if !m.is_empty() => format!("{reason}: {m}"),
+        _ => reason,
+    })
+}
+
 /// The sandbox record of a Deployment (and what its Pods say) at `now` (unix seconds).
 pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
     let meta = &deployment.metadata;
@@ -509,6 +531,34 @@ pub fn size(deployment: &Deployment) -> Reservation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_newest_warning_says_why_a_pod_waits() {
+        let event = |type_: &str, reason: &str, message: &str, at: &str| {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Event>(json!({
+                "metadata": {"name": reason},
+                "involvedObject": {"kind": "Pod", "name": "p"},
+                "type": type_, "reason": reason, "message": message, "lastTimestamp": at,
+            }))
+            .unwrap()
+        };
+        assert_eq!(pending_reason(&[]), None);
+        let events = [
+            event("Normal", "Scheduled", "assigned", "2026-11-26T10:00:00Z"),
+            event("Warning", "FailedMount", "not yet", "2026-11-26T10:00:01Z"),
+            event(
+                "Warning",
+                "FailedCreatePodSandBox",
+                "no runtime for \"kata-fc\" is configured",
+                "2026-11-26T10:00:05Z",
+            ),
+            event("Normal", "Pulling", "pulling", "2026-11-26T10:00:09Z"),
+        ];
+        assert_eq!(
+            pending_reason(&events).as_deref(),
+            Some("FailedCreatePodSandBox: no runtime for \"kata-fc\" is configured")
+        );
+    }
 
     #[test]
     fn placement_settings_reach_the_pod() {
