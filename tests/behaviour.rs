@@ -12,12 +12,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, bootstrap_token, call, cluster};
+use common::{Daemon, bootstrap_token, call_at, cluster, in_cluster};
 use reqwest::Method as M;
 use sbx::cli::client::{ApiClient, ClientError};
 use sbx::shared::models::sandbox::{
     CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, LogsQuery, PauseRequest,
-    ResumeRequest, Sandbox, SandboxStatus,
+    ResourceLimits, ResumeRequest, Sandbox, SandboxStatus,
 };
 use sbx::shared::models::snapshot::{RestoreRequest, SnapshotKind, SnapshotListQuery};
 use serde_json::json;
@@ -26,6 +26,9 @@ use serde_json::json;
 enum Platform {
     Local,
     Kubernetes,
+    /// The Kubernetes platform as an operator runs it: `sbx serve` deployed from `deploy/`
+    /// in the test cluster, its sandboxes real containers on the real node.
+    InCluster,
 }
 
 /// Kubernetes scenarios share one API server (and its `kube-system` objects): one at a time.
@@ -34,12 +37,16 @@ static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// A daemon on one platform, its admin client and a namespace of the scenario's own.
 struct Env {
     platform: Platform,
-    daemon: Daemon,
+    /// The daemon of this test's own (none for the deployed service).
+    _daemon: Option<Daemon>,
+    /// Where the service answers.
+    url: String,
     token: String,
     client: ApiClient,
     namespace: String,
     image: String,
     _net: Option<TestNet>,
+    _replicas: Option<in_cluster::Replicas>,
     _cluster: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
@@ -62,10 +69,12 @@ impl Env {
                     platform,
                     client: daemon.client(&token),
                     token,
-                    daemon,
+                    url: daemon.url.clone(),
+                    _daemon: Some(daemon),
                     namespace: format!("bh-{suffix}"),
                     image: sbxd::busybox(),
                     _net: Some(net),
+                    _replicas: None,
                     _cluster: None,
                 }
             }
@@ -84,10 +93,39 @@ impl Env {
                     platform,
                     client: daemon.client(&token),
                     token,
-                    daemon,
+                    url: daemon.url.clone(),
+                    _daemon: Some(daemon),
                     namespace: format!("bh-{suffix}"),
                     image: "busybox:1.36".into(),
                     _net: None,
+                    _replicas: None,
+                    _cluster: Some(guard),
+                }
+            }
+            Platform::InCluster => {
+                let guard = CLUSTER.lock().await;
+                let deployed = in_cluster::deployed().await;
+                let replicas = deployed.up().await;
+                // Keys are the cluster's: the first admin key is in its Secret (written by
+                // whichever replica of sbx minted it), and every replica reads the keys anew
+                // every few seconds.
+                let token = bootstrap_token(&cluster().await).await;
+                let client = ApiClient::new(&deployed.url, Some(token.clone())).unwrap();
+                let started = Instant::now();
+                while let Err(e) = client.whoami().await {
+                    assert!(started.elapsed() < Duration::from_secs(30), "whoami: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Env {
+                    platform,
+                    client,
+                    token,
+                    url: deployed.url.clone(),
+                    _daemon: None,
+                    namespace: format!("bh-{suffix}"),
+                    image: format!("{}/sbx-test/busybox:latest", common::test_registry()),
+                    _net: None,
+                    _replicas: Some(replicas),
                     _cluster: Some(guard),
                 }
             }
@@ -99,6 +137,12 @@ impl Env {
             name: Some(name.into()),
             namespace: Some(self.namespace.clone()),
             image: Some(self.image.clone()),
+            // The deployed service runs in production mode: every sandbox names its size.
+            limits: (self.platform == Platform::InCluster).then(|| ResourceLimits {
+                cpu: Some("250m".into()),
+                memory: Some("128Mi".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -158,7 +202,8 @@ impl Env {
     /// the test host that KWOK serves for every Pod (`scripts/k8s-testenv`); the test appends to it.
     async fn say(&self, name: &str, line: &str) {
         match self.platform {
-            Platform::Local => {
+            // A real container (sbxd's, or the real node's): its main process's output.
+            Platform::Local | Platform::InCluster => {
                 let r = self
                     .exec(name, &format!("echo '{line}' > /proc/1/fd/1"))
                     .await;
@@ -195,7 +240,7 @@ impl Env {
     fn backend(&self) -> &'static str {
         match self.platform {
             Platform::Local => "sbxd",
-            Platform::Kubernetes => "kata-qemu-longhorn",
+            Platform::Kubernetes | Platform::InCluster => "kata-qemu-longhorn",
         }
     }
 
@@ -554,8 +599,8 @@ async fn snapshots(platform: Platform) {
     assert_eq!(env.snapshots(Some("named")).await, Vec::<String>::new());
 
     // Delete all: every sandbox of the namespace, one result each.
-    let (status, body) = call(
-        &env.daemon,
+    let (status, body) = call_at(
+        &env.url,
         &env.token,
         M::DELETE,
         &format!("/api/v1/sandboxes?namespace={ns}"),
@@ -580,6 +625,11 @@ async fn lifecycle_on_sbxd() {
 #[tokio::test]
 async fn lifecycle_on_kubernetes() {
     lifecycle(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn lifecycle_in_cluster() {
+    lifecycle(Platform::InCluster).await;
 }
 
 #[tokio::test]

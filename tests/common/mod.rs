@@ -2,6 +2,7 @@
 //! and hands out the real client and the real CLI pointed at it.
 #![allow(dead_code)]
 
+pub mod in_cluster;
 pub mod sbxd;
 
 use std::io::{BufRead, BufReader};
@@ -334,9 +335,19 @@ pub async fn call(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (u16, serde_json::Value) {
-    let mut request = daemon
-        .http()
-        .request(method, format!("{}{path}", daemon.url))
+    call_at(&daemon.url, token, method, path, body).await
+}
+
+/// [`call`] to the service at `url` (a daemon of the test's or a deployed one).
+pub async fn call_at(
+    url: &str,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{url}{path}"))
         .header("x-api-key", token);
     if let Some(body) = body {
         request = request.json(&body);
@@ -397,11 +408,7 @@ pub fn daemon_kubeconfig() -> String {
 }
 
 async fn service_account_kubeconfig() -> String {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use kube::api::{
-        Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-    };
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
     use serde::Deserialize;
 
     let client = cluster().await;
@@ -431,7 +438,29 @@ async fn service_account_kubeconfig() -> String {
             .unwrap_or_else(|e| panic!("apply {} {name} from deploy/{file}: {e}", types.kind));
         }
     }
-    let accounts: Api<ServiceAccount> = Api::namespaced(client, "sbx-system");
+    service_account_kubeconfig_of("sbx-system", "sbx").await
+}
+
+/// A kubeconfig of the test cluster as the ServiceAccount `namespace/name` (made when
+/// missing, with whatever RBAC it has), by a token from the TokenRequest API.
+pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster().await, namespace);
+    let account = serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+    });
+    accounts
+        .patch(
+            name,
+            &PatchParams::apply("sbx-tests"),
+            &Patch::Apply(&account),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name}: {e}"));
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(24 * 3600),
@@ -440,9 +469,9 @@ async fn service_account_kubeconfig() -> String {
         ..Default::default()
     };
     let token: TokenRequest = accounts
-        .create_subresource("token", "sbx", &PostParams::default(), &request)
+        .create_subresource("token", name, &PostParams::default(), &request)
         .await
-        .expect("a token of the sbx ServiceAccount");
+        .unwrap_or_else(|e| panic!("a token of {namespace}/{name}: {e}"));
     let token = token
         .status
         .and_then(|s| s.token)
@@ -450,11 +479,11 @@ async fn service_account_kubeconfig() -> String {
     let mut config: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig()).unwrap()).unwrap();
     config["users"] =
-        serde_yaml_ng::from_str(&format!("[{{name: sbx, user: {{token: {token}}}}}]")).unwrap();
-    config["contexts"][0]["context"]["user"] = "sbx".into();
+        serde_yaml_ng::from_str(&format!("[{{name: {name}, user: {{token: {token}}}}}]")).unwrap();
+    config["contexts"][0]["context"]["user"] = name.into();
     let dir = std::env::temp_dir().join(format!("sbx-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sbx-serviceaccount.kubeconfig");
+    let path = dir.join(format!("{namespace}-{name}.kubeconfig"));
     std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
     path.to_str().unwrap().to_string()
 }

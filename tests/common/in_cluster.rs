@@ -1,0 +1,268 @@
+//! `sbx serve` deployed in the test cluster the way an operator deploys it: `kubectl apply -k`
+//! of an overlay of `deploy/` (server-side dry run first), its image imported into the real
+//! node's containerd by `scripts/test`, two replicas running there under the ServiceAccount
+//! and RBAC of `deploy/`, reached through their Service's ClusterIP (kube-proxy on this host).
+//! The overlay changes only what this cluster needs: the image built from this tree, the
+//! replicas and the sandboxes placed on the real node (its label and taint), a shorter fork
+//! timeout. Deployed once per test process; `scripts/k8s-testenv stop` removes it with the
+//! cluster.
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The label (and taint key) of the test cluster's real node (`scripts/k8s-testenv`).
+pub const REAL_NODE_LABEL: &str = "sbx.io/testenv-node";
+/// Namespace of the deployment.
+pub const NAMESPACE: &str = "sbx-system";
+
+/// The deployed service. Its replicas run only while a test holds [`Deployed::up`]'s guard:
+/// other tests on this cluster expect no replica of sbx but their own (the leader Lease).
+pub struct Deployed {
+    /// `http://<Service ClusterIP>:8080`.
+    pub url: String,
+    /// The kubectl of the test environment.
+    pub kubectl: String,
+    /// The overlay applied (kept for the process's life).
+    pub overlay: std::path::PathBuf,
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run scripts/test (it builds the sbx image and starts the test cluster with its real node)")
+    })
+}
+
+/// Runs kubectl against the test cluster (as its admin, as an operator would); its stdout.
+pub fn kubectl(kubectl: &str, args: &[&str]) -> String {
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(super::kubeconfig())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {kubectl}: {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The deployment, made on first use.
+pub async fn deployed() -> &'static Deployed {
+    static DEPLOYED: tokio::sync::OnceCell<Deployed> = tokio::sync::OnceCell::const_new();
+    DEPLOYED.get_or_init(deploy).await
+}
+
+async fn deploy() -> Deployed {
+    let kubectl_bin = env("SBX_TEST_KUBECTL");
+    let image = env("SBX_TEST_SBX_IMAGE");
+    let node = env("SBX_TEST_REAL_NODE");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let overlay = std::env::temp_dir().join(format!("sbx-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&overlay).unwrap();
+
+    // The configuration: deploy/'s, with the sandboxes placed on the real node.
+    let mut config: toml::Table =
+        toml::from_str(&std::fs::read_to_string(repo.join("deploy/config.toml")).unwrap()).unwrap();
+    let kubernetes = config
+        .entry("kubernetes")
+        .or_insert_with(|| toml::Value::Table(Default::default()))
+        .as_table_mut()
+        .unwrap();
+    kubernetes.insert("forkTimeout".into(), "20s".into());
+    kubernetes.insert(
+        "sandboxNodeSelector".into(),
+        toml::Value::Table(
+            [(REAL_NODE_LABEL.to_string(), "real".into())]
+                .into_iter()
+                .collect(),
+        ),
+    );
+    let toleration: toml::Table = toml::from_str(&format!(
+        "key = \"{REAL_NODE_LABEL}\"\noperator = \"Equal\"\nvalue = \"real\"\neffect = \"NoSchedule\"\n"
+    ))
+    .unwrap();
+    kubernetes.insert(
+        "sandboxTolerations".into(),
+        toml::Value::Array(vec![toml::Value::Table(toleration)]),
+    );
+    std::fs::write(
+        overlay.join("config.toml"),
+        toml::to_string(&config).unwrap(),
+    )
+    .unwrap();
+
+    let (name, tag) = image
+        .rsplit_once(':')
+        .expect("SBX_TEST_SBX_IMAGE is NAME:TAG");
+    let kustomization = format!(
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {base}
+images:
+  - name: localhost/sbx
+    newName: {name}
+    newTag: "{tag}"
+configMapGenerator:
+  - name: sbx-config
+    namespace: {NAMESPACE}
+    behavior: replace
+    files:
+      - config.toml
+patches:
+  - target:
+      kind: Deployment
+      name: sbx
+    patch: |-
+      - op: add
+        path: /spec/template/spec/nodeSelector
+        value: {{"{REAL_NODE_LABEL}": "real", "kubernetes.io/hostname": "{node}"}}
+      - op: add
+        path: /spec/template/spec/tolerations
+        value: [{{"key": "{REAL_NODE_LABEL}", "operator": "Equal", "value": "real", "effect": "NoSchedule"}}]
+"#,
+        base = repo.join("deploy").display(),
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+
+    let dir = overlay.to_str().unwrap();
+    // The namespace first: a server-side dry run cannot place objects in a namespace that
+    // does not exist yet.
+    kubectl(
+        &kubectl_bin,
+        &[
+            "apply",
+            "-f",
+            repo.join("deploy/namespace.yaml").to_str().unwrap(),
+        ],
+    );
+    kubectl(&kubectl_bin, &["apply", "--dry-run=server", "-k", dir]);
+    kubectl(&kubectl_bin, &["apply", "-k", dir]);
+    kubectl(
+        &kubectl_bin,
+        &[
+            "-n",
+            NAMESPACE,
+            "rollout",
+            "status",
+            "deployment/sbx",
+            "--timeout=180s",
+        ],
+    );
+    let ip = kubectl(
+        &kubectl_bin,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "service",
+            "sbx",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    );
+    let url = format!("http://{}:8080", ip.trim());
+    wait_ready(&url).await;
+    // Down until a test brings it up (`up`).
+    kubectl(
+        &kubectl_bin,
+        &["-n", NAMESPACE, "scale", "deployment/sbx", "--replicas=0"],
+    );
+    Deployed {
+        url,
+        kubectl: kubectl_bin,
+        overlay,
+    }
+}
+
+impl Deployed {
+    /// Scales the deployment to its two replicas and waits until they are ready; they are
+    /// scaled to 0 again (and gone, their Leases released) when the guard drops.
+    pub async fn up(&'static self) -> Replicas {
+        self.scale(2);
+        kubectl(
+            &self.kubectl,
+            &[
+                "-n",
+                NAMESPACE,
+                "rollout",
+                "status",
+                "deployment/sbx",
+                "--timeout=180s",
+            ],
+        );
+        wait_ready(&self.url).await;
+        Replicas { deployed: self }
+    }
+
+    fn scale(&self, replicas: u32) {
+        kubectl(
+            &self.kubectl,
+            &[
+                "-n",
+                NAMESPACE,
+                "scale",
+                "deployment/sbx",
+                &format!("--replicas={replicas}"),
+            ],
+        );
+    }
+
+    /// The names of the deployment's Pods now.
+    pub fn pods(&self) -> Vec<String> {
+        kubectl(
+            &self.kubectl,
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=sbx",
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ],
+        )
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+    }
+}
+
+/// The deployment's replicas, up while this lives.
+pub struct Replicas {
+    /// The deployment.
+    pub deployed: &'static Deployed,
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        self.deployed.scale(0);
+        let started = Instant::now();
+        while !self.deployed.pods().is_empty() && started.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// Waits until a ready replica answers `GET /readyz` through the Service.
+async fn wait_ready(url: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        match http.get(format!("{url}/readyz")).send().await {
+            Ok(r) if r.status().is_success() => return,
+            other => assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the deployed sbx never answered at {url}/readyz: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

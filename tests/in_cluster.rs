@@ -1,0 +1,477 @@
+//! sbx as an operator runs it on Kubernetes: deployed with `kubectl apply -k deploy/` into the
+//! test cluster (`tests/common/in_cluster.rs`), two replicas under the RBAC of `deploy/` on
+//! the cluster's real node (a kubelet with containerd and runc, `scripts/k8s-testenv`), its
+//! sandboxes real containers there. What KWOK cannot show: before_script gating readiness, a
+//! crash loop, an unpullable image and a Pod that cannot start as a user sees them, pause
+//! removing the container, a replica killed during creates, and the CLI's quick start through
+//! the Service. The behavioural suite's lifecycle also runs here (`tests/behaviour.rs`).
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::in_cluster::{self, Deployed, Replicas, kubectl};
+use common::{bootstrap_token, cluster, test_registry};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use sbx::cli::client::{ApiClient, ClientError};
+use sbx::shared::models::sandbox::{
+    CreateSandboxRequest, ExecRequest, PauseRequest, ResourceLimits, ResumeRequest, Sandbox,
+    SandboxStatus,
+};
+
+/// One scenario at a time: they share the deployment and the node.
+static NODE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The deployed service up, an admin client of it, and a namespace of the scenario's own
+/// (its sandboxes deleted at the end, whether the scenario passes or not).
+struct Scenario {
+    deployed: &'static Deployed,
+    client: ApiClient,
+    token: String,
+    namespace: String,
+    _replicas: Replicas,
+    _node: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Scenario {
+    async fn new(name: &str) -> Scenario {
+        let node = NODE.lock().await;
+        let deployed = in_cluster::deployed().await;
+        let replicas = deployed.up().await;
+        let token = bootstrap_token(&cluster().await).await;
+        let client = ApiClient::new(&deployed.url, Some(token.clone())).unwrap();
+        let started = Instant::now();
+        while let Err(e) = client.whoami().await {
+            assert!(started.elapsed() < Duration::from_secs(30), "whoami: {e}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Scenario {
+            deployed,
+            client,
+            token,
+            namespace: format!("ic-{name}-{}", std::process::id() % 100_000),
+            _replicas: replicas,
+            _node: node,
+        }
+    }
+
+    fn request(&self, name: &str, image: &str) -> CreateSandboxRequest {
+        CreateSandboxRequest {
+            name: Some(name.into()),
+            namespace: Some(self.namespace.clone()),
+            image: Some(image.into()),
+            limits: Some(ResourceLimits {
+                cpu: Some("250m".into()),
+                memory: Some("128Mi".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn busybox(&self) -> String {
+        format!("{}/sbx-test/busybox:latest", test_registry())
+    }
+
+    async fn get(&self, name: &str) -> Sandbox {
+        self.client
+            .get_sandbox(name, &self.namespace)
+            .await
+            .unwrap_or_else(|e| panic!("get {name}: {e}"))
+    }
+
+    /// Waits (up to 3 minutes) until `done` holds of the sandbox; the last record.
+    async fn until(&self, name: &str, what: &str, done: impl Fn(&Sandbox) -> bool) -> Sandbox {
+        let started = Instant::now();
+        loop {
+            let s = self.get(name).await;
+            if done(&s) {
+                return s;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "{name} never {what}: {s:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn running(&self, name: &str) -> Sandbox {
+        self.until(name, "Running and ready", |s| {
+            s.status == SandboxStatus::Running && s.ready == "True"
+        })
+        .await
+    }
+
+    async fn exec(&self, name: &str, command: &str) -> (i32, String) {
+        let r = self
+            .client
+            .exec_sandbox(
+                name,
+                &self.namespace,
+                &ExecRequest {
+                    command: Some(command.into()),
+                    timeout_seconds: Some(60),
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("exec in {name}: {e}"));
+        (r.exit_code, r.stdout)
+    }
+
+    /// The Pods of a sandbox, from the API server.
+    async fn pods(&self, name: &str) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(cluster().await, &self.namespace);
+        pods.list(&ListParams::default().labels(&format!("sbx.io/sandbox={name}")))
+            .await
+            .unwrap()
+            .items
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        // The namespace goes with its sandboxes (the Deployments, their Pods on the node).
+        let _ = std::process::Command::new(&self.deployed.kubectl)
+            .arg("--kubeconfig")
+            .arg(common::kubeconfig())
+            .args([
+                "delete",
+                "namespace",
+                &self.namespace,
+                "--wait=true",
+                "--timeout=120s",
+            ])
+            .output();
+    }
+}
+
+/// Real containers: the limits in their cgroup, before_script gating readiness, pause taking
+/// the container away and resume bringing it back.
+#[tokio::test]
+async fn sandboxes_are_real_containers_on_the_node() {
+    let s = Scenario::new("real").await;
+    let mut request = s.request("gated", &s.busybox());
+    // The script runs as the container starts; the sandbox is Ready only once it passed.
+    request.before_script = Some("sleep 3; echo done > /tmp/before-script".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    let early = s.get("gated").await;
+    assert_eq!(early.ready, "False", "{early:?}");
+    s.running("gated").await;
+    assert_eq!(
+        s.exec("gated", "cat /tmp/before-script").await,
+        (0, "done\n".into())
+    );
+    // The Pod runs on the real node, with the requested memory limit in its cgroup.
+    let pods = s.pods("gated").await;
+    let node = pods[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+    assert_eq!(node, std::env::var("SBX_TEST_REAL_NODE").unwrap());
+    let (code, limit) = s
+        .exec(
+            "gated",
+            "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+        )
+        .await;
+    assert_eq!((code, limit.trim()), (0, "134217728"));
+
+    // Pause: scaled to 0, the Pod (and so the container) gone; resume: a new one runs.
+    s.client
+        .pause_sandbox(
+            "gated",
+            &PauseRequest {
+                namespace: Some(s.namespace.clone()),
+                snapshot: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.get("gated").await.status, SandboxStatus::Paused);
+    let started = Instant::now();
+    while !s.pods("gated").await.is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the Pod outlived the pause"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    s.client
+        .resume_sandbox(
+            "gated",
+            &ResumeRequest {
+                namespace: Some(s.namespace.clone()),
+            },
+        )
+        .await
+        .unwrap();
+    s.running("gated").await;
+    assert_eq!(s.exec("gated", "echo back").await, (0, "back\n".into()));
+}
+
+/// What a user sees when a sandbox cannot run: the kubelet's reasons in `error_message`.
+#[tokio::test]
+async fn failures_say_why() {
+    let s = Scenario::new("fail").await;
+    // An image that does not exist: Failed, saying the pull failed.
+    let missing = format!("{}/sbx-test/no-such-image:latest", test_registry());
+    s.client
+        .create_sandbox(&s.request("unpullable", &missing))
+        .await
+        .unwrap();
+    let failed = s
+        .until("unpullable", "Failed", |x| {
+            x.status == SandboxStatus::Failed
+        })
+        .await;
+    assert!(
+        failed.error_message.contains("ErrImagePull")
+            || failed.error_message.contains("ImagePullBackOff"),
+        "{failed:?}"
+    );
+    assert!(failed.error_message.contains("no-such-image"), "{failed:?}");
+
+    // A container that keeps failing (its before_script fails, so the kubelet kills and
+    // restarts it): Failed, in a crash loop.
+    let mut request = s.request("crashing", &s.busybox());
+    request.before_script = Some("exit 1".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    let crashing = s
+        .until("crashing", "Failed", |x| x.status == SandboxStatus::Failed)
+        .await;
+    assert!(
+        crashing.error_message.contains("CrashLoopBackOff"),
+        "{crashing:?}"
+    );
+
+    // A Pod the node cannot start at all (its RuntimeClass names a handler the node's
+    // containerd lacks): Pending, with the kubelet's reason rather than silence.
+    let classes = RuntimeClassSwap::new("kata-fc", "no-such-handler").await;
+    let mut request = s.request("nohandler", &s.busybox());
+    request.backend = Some("kata-firecracker-devmapper".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    let pending = s
+        .until("nohandler", "Pending with a reason", |x| {
+            x.status == SandboxStatus::Pending && !x.error_message.is_empty()
+        })
+        .await;
+    assert!(
+        pending.error_message.contains("FailedCreatePodSandBox")
+            && pending.error_message.contains("no-such-handler"),
+        "{pending:?}"
+    );
+    drop(classes);
+}
+
+/// A RuntimeClass replaced by one with another handler while the value lives (handlers are
+/// immutable: delete and create), the original put back when it drops.
+struct RuntimeClassSwap {
+    original: k8s_openapi::api::node::v1::RuntimeClass,
+}
+
+impl RuntimeClassSwap {
+    async fn new(name: &str, handler: &str) -> RuntimeClassSwap {
+        use k8s_openapi::api::node::v1::RuntimeClass;
+        let api: Api<RuntimeClass> = Api::all(cluster().await);
+        let original = api.get(name).await.unwrap();
+        replace_runtime_class(&api, name, handler).await;
+        RuntimeClassSwap { original }
+    }
+}
+
+async fn replace_runtime_class(
+    api: &Api<k8s_openapi::api::node::v1::RuntimeClass>,
+    name: &str,
+    handler: &str,
+) {
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    let _ = api.delete(name, &Default::default()).await;
+    let started = Instant::now();
+    while api.get_opt(name).await.unwrap().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let class: RuntimeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": name}, "handler": handler,
+    }))
+    .unwrap();
+    api.create(&Default::default(), &class).await.unwrap();
+}
+
+impl Drop for RuntimeClassSwap {
+    fn drop(&mut self) {
+        let name = self.original.metadata.name.clone().unwrap();
+        let handler = self.original.handler.clone();
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let api = Api::all(cluster().await);
+                    replace_runtime_class(&api, &name, &handler).await;
+                })
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// One replica killed while creates go on: the other keeps answering, the leader Lease moves
+/// to it, and every sandbox asked for exists exactly once (a create cut off by the kill is
+/// retried by the client: 201, or 400 when the first attempt had made it).
+#[tokio::test]
+async fn a_replica_lost_during_creates_loses_nothing() {
+    let s = Scenario::new("kill").await;
+    let before = s.deployed.pods();
+    assert_eq!(before.len(), 2, "{before:?}");
+    let victim = before[0].clone();
+    let names: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        if i == 3 {
+            kubectl(
+                &s.deployed.kubectl,
+                &[
+                    "-n",
+                    in_cluster::NAMESPACE,
+                    "delete",
+                    "pod",
+                    &victim,
+                    "--grace-period=0",
+                    "--force",
+                ],
+            );
+        }
+        let request = s.request(name, &s.busybox());
+        let started = Instant::now();
+        loop {
+            match s.client.create_sandbox(&request).await {
+                Ok(_) => break,
+                Err(ClientError::Api(e))
+                    if e.status == 400 && e.message.contains("already exists") =>
+                {
+                    break;
+                }
+                Err(e) => {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(60),
+                        "create {name} kept failing: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+    let mut listed: Vec<String> = s
+        .client
+        .list_sandboxes(Some(&s.namespace))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|x| x.name)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, names);
+    // One Deployment each: nothing made twice.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(cluster().await, &s.namespace);
+    assert_eq!(
+        deployments
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        names.len()
+    );
+    for name in &names {
+        s.running(name).await;
+    }
+    // The leader Lease is held by a live replica (the survivor, or the victim's replacement).
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster().await, "kube-system");
+    let started = Instant::now();
+    loop {
+        let holder = leases
+            .get_opt("sbx-leader")
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default();
+        let live = s.deployed.pods();
+        if !holder.starts_with(&victim) && live.iter().any(|p| holder.starts_with(p.as_str())) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the leader Lease stays with {holder:?}; live replicas {live:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The README's quick start with the operator's CLI, pointed at the Service with the
+/// bootstrap token from its Secret.
+#[tokio::test]
+async fn the_cli_quick_start_works_through_the_service() {
+    let s = Scenario::new("cli").await;
+    let home = tempfile::tempdir().unwrap();
+    let sbx = |args: &[&str], stdin: Option<&str>| {
+        let mut all = vec![common::sbx_bin()];
+        all.extend_from_slice(args);
+        let mut command = std::process::Command::new(all[0]);
+        command
+            .args(&all[1..])
+            .env("SBX_CONFIG_DIR", home.path())
+            .env_remove("SBX_API_KEY")
+            .env_remove("SBX_SERVER")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut pipe = child.stdin.take().unwrap();
+            if let Some(input) = stdin {
+                pipe.write_all(input.as_bytes()).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "sbx {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    sbx(
+        &["login", "--server", &s.deployed.url],
+        Some(&format!("{}\n", s.token)),
+    );
+    assert!(sbx(&["whoami"], None).contains("admin"));
+    let image = s.busybox();
+    let ns = s.namespace.as_str();
+    sbx(
+        &[
+            "sandbox",
+            "create",
+            "demo",
+            "-n",
+            ns,
+            "--image",
+            &image,
+            "--limit",
+            "cpu=250m,memory=128Mi",
+        ],
+        None,
+    );
+    assert!(
+        sbx(
+            &["sandbox", "exec", "demo", "-n", ns, "--", "uname", "-s"],
+            None
+        )
+        .contains("Linux")
+    );
+    assert!(sbx(&["sandbox", "list", "-n", ns], None).contains("demo"));
+    sbx(&["sandbox", "logs", "demo", "-n", ns, "--tail", "20"], None);
+    sbx(&["sandbox", "delete", "demo", "-n", ns], None);
+}
