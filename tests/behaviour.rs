@@ -5,6 +5,9 @@
 //! KWOK playing the kubelet and the CSI driver: Pods become Running, PVCs Bound and
 //! VolumeSnapshots ready through KWOK stages, and exec and logs go through the API server to
 //! KWOK, which runs the command on the test host and serves a log file the test writes).
+//! The lifecycle runs a third time against sbx as an operator deploys it (`kubectl apply -k
+//! deploy/`, two replicas in the test cluster reached through their Service, sandboxes real
+//! containers on the cluster's real node: `tests/common/in_cluster.rs`).
 //! Each scenario is written once; the platform only decides how a sandbox's main process
 //! writes a log line. Needs root (sbxd) and SBX_TEST_KUBECONFIG (scripts/test sets both up).
 mod common;
@@ -122,7 +125,7 @@ impl Env {
                     token,
                     url: deployed.url.clone(),
                     _daemon: None,
-                    namespace: format!("bh-{suffix}"),
+                    namespace: format!("bh-ic-{suffix}"),
                     image: format!("{}/sbx-test/busybox:latest", common::test_registry()),
                     _net: None,
                     _replicas: Some(replicas),

@@ -341,7 +341,13 @@ async fn a_replica_lost_during_creates_loses_nothing() {
                 ],
             );
         }
-        let request = s.request(name, &s.busybox());
+        // Small: eight of them and the two replicas share the node's two CPUs.
+        let mut request = s.request(name, &s.busybox());
+        request.limits = Some(ResourceLimits {
+            cpu: Some("50m".into()),
+            memory: Some("32Mi".into()),
+            ..Default::default()
+        });
         let started = Instant::now();
         loop {
             match s.client.create_sandbox(&request).await {

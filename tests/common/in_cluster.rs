@@ -124,7 +124,7 @@ patches:
         path: /spec/template/spec/tolerations
         value: [{{"key": "{REAL_NODE_LABEL}", "operator": "Equal", "value": "real", "effect": "NoSchedule"}}]
 "#,
-        base = repo.join("deploy").display(),
+        base = relative_to(&overlay, &repo.join("deploy")),
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
 
@@ -265,4 +265,18 @@ async fn wait_ready(url: &str) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// `to` as a path relative to the directory `from` (kustomize takes no absolute bases).
+fn relative_to(from: &Path, to: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
 }
