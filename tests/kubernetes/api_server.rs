@@ -23,6 +23,8 @@ impl OwnCluster {
         let out = std::process::Command::new(TESTENV)
             .args(["start", "--dir"])
             .arg(&own.state)
+            // The API server is what this cluster is for: no real node.
+            .env("SBX_K8S_REAL_NODE", "0")
             .output()
             .unwrap();
         assert!(
