@@ -5,7 +5,7 @@
 //! KWOK playing the kubelet and the CSI driver: Pods become Running, PVCs Bound and
 //! VolumeSnapshots ready through KWOK stages, and exec and logs go through the API server to
 //! KWOK, which runs the command on the test host and serves a log file the test writes).
-//! The lifecycle runs a third time against sbx as an operator deploys it (`kubectl apply -k
+//! Both run a third time against sbx as an operator deploys it (`kubectl apply -k
 //! deploy/`, two replicas in the test cluster reached through their Service, sandboxes real
 //! containers on the cluster's real node: `tests/common/in_cluster.rs`).
 //! Each scenario is written once; the platform only decides how a sandbox's main process
@@ -643,4 +643,9 @@ async fn snapshots_on_sbxd() {
 #[tokio::test]
 async fn snapshots_on_kubernetes() {
     snapshots(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn snapshots_in_cluster() {
+    snapshots(Platform::InCluster).await;
 }

@@ -18,6 +18,7 @@ use sbx::shared::models::sandbox::{
     CreateSandboxRequest, ExecRequest, PauseRequest, ResourceLimits, ResumeRequest, Sandbox,
     SandboxStatus,
 };
+use sbx::shared::models::tenant::{CreateTenantRequest, TenantSpec};
 
 /// One scenario at a time: they share the deployment and the node.
 static NODE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -316,12 +317,29 @@ impl Drop for RuntimeClassSwap {
     }
 }
 
-/// One replica killed while creates go on: the other keeps answering, the leader Lease moves
-/// to it, and every sandbox asked for exists exactly once (a create cut off by the kill is
-/// retried by the client: 201, or 400 when the first attempt had made it).
+/// One replica killed while creates go on in a tenant with a quota: the other keeps
+/// answering, the quota and leader Leases move to live replicas, and every sandbox asked for
+/// exists exactly once (a create cut off by the kill is retried by the client: 201, or 400
+/// when the first attempt had made it); the quota still counts right.
 #[tokio::test]
 async fn a_replica_lost_during_creates_loses_nothing() {
     let s = Scenario::new("kill").await;
+    let tenant = s.namespace.clone();
+    let spec: TenantSpec = serde_json::from_value(serde_json::json!({
+        "namespaces": [s.namespace], "quotas": {"sandboxes": 8},
+    }))
+    .unwrap();
+    s.client
+        .create_tenant(&CreateTenantRequest {
+            name: Some(tenant.clone()),
+            spec: Some(spec),
+        })
+        .await
+        .unwrap();
+    let _tenant = TenantGone {
+        kubectl: s.deployed.kubectl.clone(),
+        name: tenant.clone(),
+    };
     let before = s.deployed.pods();
     assert_eq!(before.len(), 2, "{before:?}");
     let victim = before[0].clone();
@@ -392,6 +410,17 @@ async fn a_replica_lost_during_creates_loses_nothing() {
     for name in &names {
         s.running(name).await;
     }
+    // The quota (8) is full: the next create is refused, by whichever replica answers.
+    let ninth = s
+        .client
+        .create_sandbox(&s.request("k8", &s.busybox()))
+        .await;
+    match ninth {
+        Err(ClientError::Api(e)) => {
+            assert_eq!((e.status, e.code.as_str()), (403, "QuotaExceeded"), "{e:?}")
+        }
+        other => panic!("a ninth sandbox in a quota of 8: {other:?}"),
+    }
     // The leader Lease is held by a live replica (the survivor, or the victim's replacement).
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(cluster().await, "kube-system");
@@ -412,6 +441,22 @@ async fn a_replica_lost_during_creates_loses_nothing() {
             "the leader Lease stays with {holder:?}; live replicas {live:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Deletes a tenant (as the cluster's admin) when dropped.
+struct TenantGone {
+    kubectl: String,
+    name: String,
+}
+
+impl Drop for TenantGone {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(common::kubeconfig())
+            .args(["delete", "tenants.sbx.io", &self.name, "--ignore-not-found"])
+            .output();
     }
 }
 
