@@ -63,6 +63,27 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     )
     .await;
     assert_eq!(status, 400, "a namespace of another tenant");
+    // The name again: 400, as on the local platform (the spec's error table).
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "acme", "spec": {"namespaces": ["acme-c"]}})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("BadRequest")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists"),
+        "{body}"
+    );
     // Rule 9: a single-namespace tenant gets the ResourceQuota backstop; several get none.
     let (status, body) = call(
         &daemon,

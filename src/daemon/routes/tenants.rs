@@ -56,8 +56,7 @@ pub async fn get_tenant(
     request_body = CreateTenantRequest,
     responses(
         (status = 201, description = "The tenant in read form", body = DataEnvelope<Tenant>),
-        (status = 400, description = "Invalid spec, or a namespace claimed by another tenant", body = ErrorEnvelope),
-        (status = 409, description = "The tenant exists", body = ErrorEnvelope),
+        (status = 400, description = "Invalid spec, a namespace claimed by another tenant, or the name taken", body = ErrorEnvelope),
     ))]
 pub async fn create_tenant(
     State(state): State<AppState>,

@@ -475,7 +475,9 @@ impl TenantService {
         };
         match self.tenancy.insert_tenant(&tenant).await {
             Ok(()) => {}
-            Err(PlatformError::AlreadyExists(m)) => return Err(ServiceError::conflict(m)),
+            // The spec's error table: "create of an existing name" is a 400 (409 is for the
+            // names fork, snapshot and restore make).
+            Err(PlatformError::AlreadyExists(m)) => return Err(ServiceError::bad_request(m)),
             Err(e) => return Err(e.into()),
         }
         self.reload().await?;
