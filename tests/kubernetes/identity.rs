@@ -247,3 +247,79 @@ async fn identity_and_tenancy_live_in_the_cluster() {
     assert_eq!(status, 200);
     assert!(tenants(&client).get_opt("acme").await.unwrap().is_none());
 }
+
+/// The backstop ResourceQuota of a single-namespace tenant refusing a create (here: filled
+/// behind sbx's back, so sbx's own count lets the create through) is a 403 QuotaExceeded that
+/// names the quota, not a 500 (issue 14, defect 3).
+#[tokio::test]
+async fn a_resource_quota_refusal_is_quota_exceeded() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["rq-ns"]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "rq", "spec": {"namespaces": ["rq-ns"], "quotas": {"sandboxes": 1}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // One Deployment sbx did not make fills the quota, once the quota controller counted it.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "rq-ns");
+    let outsider: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "outsider"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "outsider"}},
+            "template": {"metadata": {"labels": {"app": "outsider"}},
+                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    }))
+    .unwrap();
+    deployments
+        .create(&Default::default(), &outsider)
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), "rq-ns");
+    let started = Instant::now();
+    loop {
+        let used = quotas
+            .get("sbx-tenant-quota")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.used)
+            .and_then(|u| u.get("count/deployments.apps").map(|q| q.0.clone()));
+        if used.as_deref() == Some("1") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "quota used: {used:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(json!({"name": "refused", "namespace": "rq-ns", "image": "busybox"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("sbx-tenant-quota"), "{message}");
+    // Nothing half-made is left: no Deployment, PVC or Secret of the refused sandbox.
+    assert!(deployments.get_opt("refused").await.unwrap().is_none());
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), "rq-ns");
+    assert!(pvcs.get_opt("refused-root-lh").await.unwrap().is_none());
+}

@@ -34,6 +34,9 @@ pub enum PlatformError {
     /// The object's state does not allow the operation.
     #[error("{0}")]
     Conflict(String),
+    /// A quota of the platform's own refused it (e.g. a Kubernetes ResourceQuota).
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The platform cannot serve this now (runtime missing, cluster unreachable).
     #[error("{0}")]
     Unavailable(String),

@@ -86,6 +86,13 @@ fn kube_error(what: &str, e: kube::Error) -> PlatformError {
         kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
             PlatformError::Invalid(format!("{what}: {}", status.message))
         }
+        // A ResourceQuota's admission refusal (e.g. a tenant's backstop `sbx-tenant-quota`):
+        // its message names the quota, what was asked and what is used.
+        kube::Error::Api(status)
+            if status.code == 403 && status.message.contains("exceeded quota") =>
+        {
+            PlatformError::QuotaExceeded(format!("{what}: {}", status.message))
+        }
         kube::Error::Api(_) => PlatformError::Store(format!("{what}: {e}")),
         _ => PlatformError::Unavailable(format!(
             "{what}: the Kubernetes API server is unreachable: {e}"
