@@ -131,6 +131,42 @@ async fn snapshots_are_volume_snapshots() {
         ("250m", "256Mi")
     );
     assert_eq!(pod.containers[1].name, "dind");
+    // The sidecar's log is readable by its container's name; a container the sandbox does
+    // not have is a 400 naming those it has (issue 14, defect 8).
+    let started = Instant::now();
+    let (status, body) = loop {
+        let (status, body) = call(
+            &daemon,
+            &admin,
+            M::GET,
+            "/api/v1/sandboxes/re/logs?namespace=vs-ns&container=dind",
+            None,
+        )
+        .await;
+        // 404 until the restored sandbox's Pod exists.
+        if status != 404 || started.elapsed() > Duration::from_secs(20) {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 200, "{body}");
+    assert!(body["data"]["logs"].is_string(), "{body}");
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::GET,
+        "/api/v1/sandboxes/re/logs?namespace=vs-ns&container=nope",
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("its containers: sandbox, dind"),
+        "{body}"
+    );
     let re_pvc = pvcs.get("re-root-lh").await.unwrap().spec.unwrap();
     assert_eq!(re_pvc.data_source.unwrap().name, "s1");
     assert_eq!(

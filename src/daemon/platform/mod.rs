@@ -342,11 +342,14 @@ pub trait SandboxBackend: Send + Sync {
         timeout: Duration,
     ) -> PlatformResult<ExecResponse>;
 
-    /// A snapshot of a sandbox's log: the last `tail` lines of the last `since` seconds.
+    /// A snapshot of the log of one of a sandbox's containers: the last `tail` lines of the
+    /// last `since` seconds (`Invalid`, naming the sandbox's containers, for a container it
+    /// does not have).
     async fn sandbox_logs(
         &self,
         namespace: &str,
         name: &str,
+        container: &str,
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String>;

@@ -15,8 +15,8 @@ use crate::shared::egress::Egress;
 use crate::shared::envelope::{DataEnvelope, ErrorCode};
 use crate::shared::image_ref::normalize_reference;
 use crate::shared::models::sandbox::{
-    CreateSandboxRequest, DEFAULT_EXEC_TIMEOUT, DEFAULT_LOG_CONTAINER, DeleteAllResponse,
-    DeleteResult, ExecResponse, Sandbox, SandboxMetrics,
+    CreateSandboxRequest, DEFAULT_EXEC_TIMEOUT, DeleteAllResponse, DeleteResult, ExecResponse,
+    Sandbox, SandboxMetrics,
 };
 use crate::shared::names;
 use crate::shared::timestamp::now_unix;
@@ -489,9 +489,10 @@ impl SandboxService {
         Ok(self.sandboxes.sandbox_metrics(Some(namespace)).await?)
     }
 
-    /// The last `tail` lines of the last `since_secs` seconds of a sandbox's log. The sandbox
-    /// must exist before its containers are discussed (404 first); its one container is
-    /// [`DEFAULT_LOG_CONTAINER`] (400 for another).
+    /// The last `tail` lines of the last `since_secs` seconds of the log of one of a sandbox's
+    /// containers (`sandbox`, or a sidecar the platform runs beside it). The
+    /// sandbox must exist before its containers are discussed (404 first); a container it
+    /// does not have is a 400 naming those it has.
     pub async fn logs(
         &self,
         namespace: &str,
@@ -501,15 +502,9 @@ impl SandboxService {
         since_secs: u64,
     ) -> ServiceResult<String> {
         self.sandboxes.get_sandbox(namespace, name).await?;
-        if container != DEFAULT_LOG_CONTAINER {
-            return Err(ServiceError::bad_request(format!(
-                "sandbox '{name}' has no container '{container}'; its container is \
-                 '{DEFAULT_LOG_CONTAINER}'"
-            )));
-        }
         Ok(self
             .sandboxes
-            .sandbox_logs(namespace, name, tail as usize, since_secs)
+            .sandbox_logs(namespace, name, container, tail as usize, since_secs)
             .await?)
     }
 

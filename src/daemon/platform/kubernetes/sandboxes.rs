@@ -72,10 +72,12 @@ impl SandboxBackend for KubernetesPlatform {
         &self,
         namespace: &str,
         name: &str,
+        container: &str,
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
-        self.logs(namespace, name, tail, since_secs).await
+        self.logs(namespace, name, container, tail, since_secs)
+            .await
     }
 
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {

@@ -413,25 +413,36 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The last `tail` lines (of the last `since_secs` seconds) of the sandbox's container.
+    /// The last `tail` lines (of the last `since_secs` seconds) of one of the sandbox Pod's
+    /// containers (`sandbox`, or a sidecar such as `dind`).
     pub(super) async fn logs(
         &self,
         namespace: &str,
         name: &str,
+        container: &str,
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
         let pods = self.pods_of(namespace, name).await?;
-        let pod = pods
-            .first()
-            .and_then(|p| p.metadata.name.clone())
-            .ok_or_else(|| {
-                PlatformError::NotFound(format!(
-                    "sandbox '{name}' has no pod in namespace '{namespace}'"
-                ))
-            })?;
+        let found = pods.first().ok_or_else(|| {
+            PlatformError::NotFound(format!(
+                "sandbox '{name}' has no pod in namespace '{namespace}'"
+            ))
+        })?;
+        let pod = found.metadata.name.clone().unwrap_or_default();
+        let containers: Vec<String> = found
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
+            .collect();
+        if !containers.iter().any(|c| c == container) {
+            return Err(PlatformError::Invalid(format!(
+                "sandbox '{name}' has no container '{container}'; its containers: {}",
+                containers.join(", ")
+            )));
+        }
         let params = LogParams {
-            container: Some(CONTAINER.into()),
+            container: Some(container.into()),
             tail_lines: Some(tail as i64),
             since_seconds: (since_secs > 0).then_some(since_secs as i64),
             ..Default::default()

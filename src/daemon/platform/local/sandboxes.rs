@@ -732,9 +732,17 @@ impl SandboxBackend for LocalPlatform {
         &self,
         namespace: &str,
         name: &str,
+        container: &str,
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
+        // An sbxd sandbox is one container.
+        if container != crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER {
+            return Err(PlatformError::Invalid(format!(
+                "sandbox '{name}' has no container '{container}'; its container is '{}'",
+                crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER
+            )));
+        }
         self.sandboxes()?
             .logs(namespace, name, tail, since_secs)
             .await
