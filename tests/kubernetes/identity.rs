@@ -113,11 +113,74 @@ async fn identity_and_tenancy_live_in_the_cluster() {
             .unwrap()
             .is_none()
     );
+    // Grown to two namespaces, it has no backstop any more (issue 14, defect 5); deleted, it
+    // leaves no quota, no label on its namespaces and no node dedicated to it.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/solo",
+        Some(json!({"spec": {"namespaces": ["solo-ns", "solo-ns2"]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(quotas.get_opt("sbx-tenant-quota").await.unwrap().is_none());
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/solo",
+        Some(json!({"spec": {"namespaces": ["solo-ns"]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(quotas.get_opt("sbx-tenant-quota").await.unwrap().is_some());
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/nodes/node-2/dedicate",
+        Some(json!({"tenant": "solo"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(
         call(&daemon, &admin, M::DELETE, "/api/v1/tenants/solo", None)
             .await
             .0,
         200
+    );
+    assert!(quotas.get_opt("sbx-tenant-quota").await.unwrap().is_none());
+    for ns in ["solo-ns", "solo-ns2"] {
+        let labels = namespaces
+            .get(ns)
+            .await
+            .unwrap()
+            .metadata
+            .labels
+            .unwrap_or_default();
+        assert!(!labels.contains_key("sbx.io/tenant"), "{ns}: {labels:?}");
+    }
+    let node2 = Api::<Node>::all(client.clone())
+        .get("node-2")
+        .await
+        .unwrap();
+    assert!(
+        !node2
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("sbx.io/tenant"),
+        "node-2 stays dedicated to a deleted tenant"
+    );
+    assert!(
+        !node2
+            .spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "sbx.io/tenant")
     );
     let (status, body) = call(
         &daemon,

@@ -53,11 +53,27 @@ async fn reset(client: &kube::Client) {
     let _ = tenants(client)
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
+    // No KWOK node stays dedicated: neither the label nor the taint.
     let nodes: Api<Node> = Api::all(client.clone());
-    let patch = json!({"metadata": {"labels": {"sbx.io/tenant": null}}});
-    let _ = nodes
-        .patch("node-1", &PatchParams::default(), &Patch::Merge(&patch))
-        .await;
+    for name in ["node-1", "node-2"] {
+        let Ok(node) = nodes.get(name).await else {
+            continue;
+        };
+        let taints: Vec<_> = node
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != "sbx.io/tenant")
+            .collect();
+        let patch = json!({
+            "metadata": {"labels": {"sbx.io/tenant": null}},
+            "spec": {"taints": taints},
+        });
+        let _ = nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+    }
 }
 
 async fn d_template(deployments: &Api<Deployment>, name: &str) -> PodSpec {

@@ -271,7 +271,7 @@ pub trait TenantStore: Send + Sync {
     /// Replaces a tenant's spec and generation (`NotFound` when absent).
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()>;
 
-    /// Removes a tenant (`NotFound` when absent).
+    /// Removes a tenant and what the platform made for it (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
 
     /// The cluster's node names (local: this host).

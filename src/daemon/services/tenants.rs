@@ -550,10 +550,16 @@ impl TenantService {
         })
     }
 
-    /// Removes a tenant once its sandboxes are dealt with.
+    /// Removes a tenant once its sandboxes are dealt with, and the nodes dedicated to it go
+    /// back to everyone (a node must not stay reserved for a tenant that no longer exists).
     async fn remove(&self, name: &str) -> ServiceResult<()> {
         let _writes = self.writes.lock().await;
         self.tenancy.delete_tenant(name).await?;
+        for (node, owner) in self.tenancy.node_dedications().await? {
+            if owner == name {
+                self.tenancy.set_node_dedication(&node, None).await?;
+            }
+        }
         self.reload().await?;
         self.statuses
             .lock()

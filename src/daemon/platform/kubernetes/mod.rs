@@ -479,11 +479,46 @@ impl KubernetesPlatform {
         ))
     }
 
+    /// Removes the backstop ResourceQuota from these namespaces (where there is one).
+    async fn drop_backstop_quotas(&self, namespaces: &[String]) -> PlatformResult<()> {
+        for namespace in namespaces {
+            let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), namespace);
+            match api.delete(QUOTA_NAME, &Default::default()).await {
+                Ok(_) => {}
+                Err(e) if missing(&e) => {}
+                Err(e) => return Err(kube_error("delete the tenant's ResourceQuota", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the tenant's label off its namespaces (the namespaces stay).
+    async fn release_namespaces(&self, tenant: &str, namespaces: &[String]) -> PlatformResult<()> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        for ns in namespaces {
+            let labelled = api
+                .get_opt(ns)
+                .await
+                .map_err(|e| kube_error(&format!("namespace {ns}"), e))?
+                .and_then(|n| n.metadata.labels)
+                .and_then(|l| l.get(TENANT_LABEL).cloned());
+            if labelled.as_deref() != Some(tenant) {
+                continue;
+            }
+            let patch = serde_json::json!({"metadata": {"labels": {TENANT_LABEL: null}}});
+            api.patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
+        }
+        Ok(())
+    }
+
     /// Tenant rule 9: a tenant with exactly one namespace gets the ResourceQuota
     /// `sbx-tenant-quota` there as a backstop of its quotas; with several it gets none.
     async fn backstop_quota(&self, tenant: &StoredTenant) -> PlatformResult<()> {
         let [namespace] = tenant.spec.namespaces.as_slice() else {
-            return Ok(());
+            // Grown to several namespaces: the quota of its single one goes.
+            return self.drop_backstop_quotas(&tenant.spec.namespaces).await;
         };
         let api: Api<ResourceQuota> = Api::namespaced(self.client.clone(), namespace);
         let quotas = tenant.spec.quotas.clone().unwrap_or_default();

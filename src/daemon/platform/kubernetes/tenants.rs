@@ -49,32 +49,48 @@ impl TenantStore for KubernetesPlatform {
         self.backstop_quota(tenant).await
     }
 
+    /// The new spec; namespaces it gains are labelled, namespaces it gives up lose the label
+    /// and the backstop quota.
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
+        let mut before: Vec<String> = Vec::new();
         replace_with_retry(
             &self.tenants(),
             &tenant.name,
             &format!("tenant '{}'", tenant.name),
             |object| {
+                before = object.spec.0.namespaces.clone();
                 object.spec = objects::tenants::TenantObjectSpec(tenant.spec.clone());
             },
         )
         .await?;
+        let given_up: Vec<String> = before
+            .into_iter()
+            .filter(|ns| !tenant.spec.namespaces.contains(ns))
+            .collect();
+        self.drop_backstop_quotas(&given_up).await?;
+        self.release_namespaces(&tenant.name, &given_up).await?;
         self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
             .await?;
         self.backstop_quota(tenant).await
     }
 
+    /// The Tenant object, then its backstop ResourceQuota and its label on its namespaces
+    /// (the namespaces themselves and what else is in them stay).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
+        let not_found = |e| match kube_error(&format!("tenant {name}"), e) {
+            PlatformError::NotFound(_) => {
+                PlatformError::NotFound(format!("tenant '{name}' not found"))
+            }
+            other => other,
+        };
+        let object = self.tenants().get(name).await.map_err(not_found)?;
         self.tenants()
             .delete(name, &Default::default())
             .await
-            .map(drop)
-            .map_err(|e| match kube_error(&format!("tenant {name}"), e) {
-                PlatformError::NotFound(_) => {
-                    PlatformError::NotFound(format!("tenant '{name}' not found"))
-                }
-                other => other,
-            })
+            .map_err(not_found)?;
+        let namespaces = &object.spec.0.namespaces;
+        self.drop_backstop_quotas(namespaces).await?;
+        self.release_namespaces(name, namespaces).await
     }
 
     async fn node_names(&self) -> PlatformResult<Vec<String>> {
