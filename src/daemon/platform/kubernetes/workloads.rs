@@ -458,6 +458,8 @@ impl KubernetesPlatform {
 
     /// Why a pending sandbox's scheduled Pod does not start, from the Pod's Warning events
     /// (one sandbox's get, not lists: an API call per Pod).
+    /// Only Pods scheduled for [`sandboxes::STARTING_GRACE`] are asked about: a client polls
+    /// a starting sandbox many times a second, and a normal start needs no events read.
     pub(super) async fn pending_reason(
         &self,
         namespace: &str,
@@ -465,9 +467,12 @@ impl KubernetesPlatform {
     ) -> PlatformResult<Option<String>> {
         let pods = self.sandbox_pods(Some(namespace), Some(name)).await?;
         let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let now = crate::shared::timestamp::now_unix();
         for pod in pods.values().flatten() {
-            let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_ref());
-            let (Some(_), Some(pod_name)) = (scheduled, pod.metadata.name.as_deref()) else {
+            let (true, Some(pod_name)) = (
+                sandboxes::starting_too_long(pod, now),
+                pod.metadata.name.as_deref(),
+            ) else {
                 continue;
             };
             let selector =

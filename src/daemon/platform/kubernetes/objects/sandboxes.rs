@@ -417,6 +417,30 @@ pub fn pod_view(pods: &[&Pod]) -> PodView {
     view
 }
 
+/// How long a scheduled Pod may take to start before its events are read for a reason.
+pub const STARTING_GRACE: i64 = 2;
+
+/// Whether a Pod was scheduled to a node at least [`STARTING_GRACE`] seconds before `now`
+/// (unix seconds) and still has no running container.
+pub fn starting_too_long(pod: &Pod, now: i64) -> bool {
+    let Some(status) = &pod.status else {
+        return false;
+    };
+    let scheduled_at = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_second());
+    let running = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+    scheduled_at.is_some_and(|at| now - at >= STARTING_GRACE) && !running
+}
+
 /// Why a scheduled Pod does not start, from its Warning events (newest first wins), e.g.
 /// `FailedCreatePodSandBox: … no runtime for "kata-fc" is configured`: what a kubelet knows
 /// and the Pod's status does not say.
@@ -531,6 +555,36 @@ pub fn size(deployment: &Deployment) -> Reservation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_are_read_only_for_a_pod_that_is_slow_to_start() {
+        let pod = |scheduled: Option<&str>, running: bool| {
+            let mut status = json!({});
+            if let Some(at) = scheduled {
+                status["conditions"] = json!([{
+                    "type": "PodScheduled", "status": "True", "lastTransitionTime": at,
+                }]);
+            }
+            if running {
+                status["containerStatuses"] = json!([{
+                    "name": "sandbox", "image": "i", "imageID": "", "ready": false,
+                    "restartCount": 0, "state": {"running": {}},
+                }]);
+            }
+            serde_json::from_value::<Pod>(json!({"metadata": {"name": "p"}, "status": status}))
+                .unwrap()
+        };
+        // 2026-11-26T10:00:00Z
+        let at = 1_795_687_200;
+        let scheduled = Some("2026-11-26T10:00:00Z");
+        assert!(!starting_too_long(&pod(None, false), at + 60));
+        assert!(!starting_too_long(&pod(scheduled, false), at + 1));
+        assert!(starting_too_long(
+            &pod(scheduled, false),
+            at + STARTING_GRACE
+        ));
+        assert!(!starting_too_long(&pod(scheduled, true), at + 60));
+    }
 
     #[test]
     fn the_newest_warning_says_why_a_pod_waits() {
