@@ -109,16 +109,7 @@ impl Env {
                 let guard = CLUSTER.lock().await;
                 let deployed = in_cluster::deployed().await;
                 let replicas = deployed.up().await;
-                // Keys are the cluster's: the first admin key is in its Secret (written by
-                // whichever replica of sbx minted it), and every replica reads the keys anew
-                // every few seconds.
-                let token = bootstrap_token(&cluster().await).await;
-                let client = ApiClient::new(&deployed.url, Some(token.clone())).unwrap();
-                let started = Instant::now();
-                while let Err(e) = client.whoami().await {
-                    assert!(started.elapsed() < Duration::from_secs(30), "whoami: {e}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
+                let (token, client) = in_cluster::admin(deployed).await;
                 Env {
                     platform,
                     client,

@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::in_cluster::{self, Deployed, Replicas, kubectl};
-use common::{bootstrap_token, cluster, test_registry};
+use common::{cluster, test_registry};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use sbx::cli::client::{ApiClient, ClientError};
@@ -39,13 +39,7 @@ impl Scenario {
         let node = NODE.lock().await;
         let deployed = in_cluster::deployed().await;
         let replicas = deployed.up().await;
-        let token = bootstrap_token(&cluster().await).await;
-        let client = ApiClient::new(&deployed.url, Some(token.clone())).unwrap();
-        let started = Instant::now();
-        while let Err(e) = client.whoami().await {
-            assert!(started.elapsed() < Duration::from_secs(30), "whoami: {e}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let (token, client) = in_cluster::admin(deployed).await;
         Scenario {
             deployed,
             client,

@@ -232,6 +232,20 @@ impl Deployed {
     }
 }
 
+/// The first admin key's token and a client of the deployed service with it. Keys are the
+/// cluster's: the token is in the bootstrap Secret (written by whichever replica of sbx
+/// minted it), and every replica reads the keys anew every few seconds.
+pub async fn admin(deployed: &Deployed) -> (String, sbx::cli::client::ApiClient) {
+    let token = super::bootstrap_token(&super::cluster().await).await;
+    let client = sbx::cli::client::ApiClient::new(&deployed.url, Some(token.clone())).unwrap();
+    let started = Instant::now();
+    while let Err(e) = client.whoami().await {
+        assert!(started.elapsed() < Duration::from_secs(30), "whoami: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (token, client)
+}
+
 /// The deployment's replicas, up while this lives.
 pub struct Replicas {
     /// The deployment.

@@ -225,21 +225,7 @@ fn an_unreachable_api_server_at_start_is_a_clear_error() {
         ),
     )
     .unwrap();
-    let output = std::process::Command::new(common::sbx_bin())
-        .args([
-            "serve",
-            "--platform",
-            "kubernetes",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(dir.path().join("data"))
-        .env("KUBECONFIG", &config)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = failed_start(&config);
     assert!(
         stderr.contains("Kubernetes API server is unreachable"),
         "{stderr}"
@@ -253,6 +239,19 @@ async fn a_missing_permission_at_start_is_named() {
     // The namespace deploy/ makes (applied by the daemons' own kubeconfig).
     common::daemon_kubeconfig();
     let config = common::service_account_kubeconfig_of("sbx-system", "sbx-unbound").await;
+    let stderr = failed_start(&config);
+    for expected in [
+        "this cluster is not ready for sbx (apply deploy/",
+        "permission denied: `create` deployments (apps) in every namespace",
+        "permission denied: `update` leases (coordination.k8s.io) in namespace kube-system",
+    ] {
+        assert!(stderr.contains(expected), "{expected} not in: {stderr}");
+    }
+}
+
+/// Runs `sbx serve --platform kubernetes` with `kubeconfig`, which must fail to start; its
+/// stderr.
+fn failed_start(kubeconfig: impl AsRef<std::ffi::OsStr>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(common::sbx_bin())
         .args([
@@ -264,16 +263,9 @@ async fn a_missing_permission_at_start_is_named() {
             "--data-dir",
         ])
         .arg(dir.path().join("data"))
-        .env("KUBECONFIG", &config)
+        .env("KUBECONFIG", kubeconfig)
         .output()
         .unwrap();
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    for expected in [
-        "this cluster is not ready for sbx (apply deploy/",
-        "permission denied: `create` deployments (apps) in every namespace",
-        "permission denied: `update` leases (coordination.k8s.io) in namespace kube-system",
-    ] {
-        assert!(stderr.contains(expected), "{expected} not in: {stderr}");
-    }
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
