@@ -22,8 +22,6 @@ pub struct Deployed {
     pub url: String,
     /// The kubectl of the test environment.
     pub kubectl: String,
-    /// The overlay applied (kept for the process's life).
-    pub overlay: std::path::PathBuf,
 }
 
 fn env(name: &str) -> String {
@@ -141,6 +139,7 @@ patches:
     );
     kubectl(&kubectl_bin, &["apply", "--dry-run=server", "-k", dir]);
     kubectl(&kubectl_bin, &["apply", "-k", dir]);
+    let _ = std::fs::remove_dir_all(&overlay);
     kubectl(
         &kubectl_bin,
         &[
@@ -174,7 +173,6 @@ patches:
     Deployed {
         url,
         kubectl: kubectl_bin,
-        overlay,
     }
 }
 
