@@ -236,7 +236,9 @@ async fn dedicating_the_host_keeps_other_tenants_sandboxes_pending() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // The CLI, and a user may not dedicate.
+    // The CLI, and a user may not dedicate. Dedicating a node another tenant has takes it
+    // out of that tenant's spec.nodes (issue 14, defect 5).
+    assert_eq!(dedicate(&node, json!({"tenant": "own"})).await.0, 200);
     let config = tempfile::tempdir().unwrap();
     cli(config.path())
         .env("SBX_SERVER", &daemon.url)
@@ -245,6 +247,17 @@ async fn dedicating_the_host_keeps_other_tenants_sandboxes_pending() {
         .assert()
         .success()
         .stdout(predicates::str::contains("dedicated to tenant 'other'"));
+    for (tenant, nodes) in [("own", Value::Null), ("other", json!([node]))] {
+        let (_, body) = call(
+            &daemon,
+            &token,
+            reqwest::Method::GET,
+            &format!("/api/v1/tenants/{tenant}"),
+            None,
+        )
+        .await;
+        assert_eq!(body["data"]["spec"]["nodes"], nodes, "{tenant}: {body}");
+    }
     cli(config.path())
         .env("SBX_SERVER", &daemon.url)
         .env("SBX_API_KEY", &token)

@@ -706,6 +706,98 @@ async fn tenant_defaults_limits_and_placement_apply_to_creates() {
     .await;
     assert_eq!(body["data"]["status"]["observedGeneration"], 1);
     admin.delete_all_sandboxes("d-ns").await.unwrap();
+
+    // Issue 14, defect 4: a sandbox with no size for something its tenant has a quota on
+    // would count as nothing against it: 400, naming the quota and the limit to give.
+    tenant(
+        &daemon,
+        "nosize",
+        json!({"namespaces": ["nosize-ns"], "quotas": {"vcpu": "2", "memory": "1Gi",
+               "snapshotStorage": "4Ki"}}),
+    )
+    .await;
+    let r = admin
+        .create_sandbox(&create("bare", "nosize-ns"))
+        .await
+        .map(drop);
+    let Err(ClientError::Api(e)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(e.status, 400);
+    assert!(
+        e.message.contains("vcpu quota") && e.message.contains("`cpu`"),
+        "{}",
+        e.message
+    );
+    let half = CreateSandboxRequest {
+        limits: Some(ResourceLimits {
+            cpu: Some("500m".into()),
+            ..Default::default()
+        }),
+        ..create("half", "nosize-ns")
+    };
+    let Err(ClientError::Api(e)) = admin.create_sandbox(&half).await.map(drop) else {
+        panic!("a sandbox without memory limit was admitted")
+    };
+    assert!(e.message.contains("memory quota"), "{}", e.message);
+    let sized = CreateSandboxRequest {
+        limits: Some(ResourceLimits {
+            cpu: Some("500m".into()),
+            memory: Some("64Mi".into()),
+            ..Default::default()
+        }),
+        ..create("src", "nosize-ns")
+    };
+    admin.create_sandbox(&sized).await.unwrap();
+    sbxd::running(&admin, "src", "nosize-ns").await;
+    // snapshotStorage is checked on every snapshot a request keeps, a fork's named one too:
+    // the first snapshot (8 KiB written) fits the quota's 4 KiB (nothing stored yet), the
+    // fork that would keep a second one does not; a fork that keeps none does.
+    admin
+        .exec_sandbox(
+            "src",
+            "nosize-ns",
+            &sbx::shared::models::sandbox::ExecRequest {
+                command: Some("dd if=/dev/urandom of=/data bs=1k count=8".into()),
+                timeout_seconds: None,
+            },
+        )
+        .await
+        .unwrap();
+    let post = |path: &str, body: Value| {
+        let (daemon, token, path) = (&daemon, daemon.admin_token(), path.to_string());
+        async move { call(daemon, &token, reqwest::Method::POST, &path, Some(body)).await }
+    };
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/snapshot",
+        json!({"snapshot_name": "s1", "namespace": "nosize-ns"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/fork",
+        json!({"new_name": "f1", "namespace": "nosize-ns", "snapshot": "s2"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("snapshotStorage"),
+        "{body}"
+    );
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/fork",
+        json!({"new_name": "f2", "namespace": "nosize-ns"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    admin.delete_all_sandboxes("nosize-ns").await.unwrap();
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::daemon::platform::images::ImageBackend;
 use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
-use crate::shared::models::tenant::TenantSpec;
+use crate::shared::models::tenant::{TenantSpec, TenantStatus};
 
 /// A failure of the platform underneath a request. The first variants are the caller's
 /// business (their messages are sent); the rest are logged and answered as 5xx.
@@ -181,6 +181,9 @@ pub struct StoredTenant {
     pub generation: i64,
     /// Unix seconds.
     pub created: i64,
+    /// The status last written (by the leader's refresh, or by the write that changed the
+    /// spec); `None` before the first.
+    pub status: Option<TenantStatus>,
 }
 
 /// What the sandboxes and snapshots of some namespaces hold against tenant quotas. A
@@ -193,8 +196,10 @@ pub struct Reservation {
     pub cpu_millis: u64,
     /// Memory limits, bytes.
     pub memory_bytes: u64,
-    /// Disk (ephemeral storage) limits, bytes.
+    /// Disk, bytes: ephemeral-storage limits plus root volumes (the `disk` quota counts both).
     pub disk_bytes: u64,
+    /// Of `disk_bytes`, what root volumes hold (kql's root PVC), bytes.
+    pub root_disk_bytes: u64,
     /// Snapshot storage on disk, bytes.
     pub snapshot_bytes: u64,
 }
@@ -225,8 +230,8 @@ pub struct MeterSample {
 pub struct Metering {
     /// Every sandbox.
     pub sandboxes: Vec<MeterSample>,
-    /// Snapshot storage per namespace, bytes.
-    pub snapshot_bytes: std::collections::BTreeMap<String, u64>,
+    /// Snapshot storage per (namespace, backend of the snapshots' source), bytes.
+    pub snapshot_bytes: std::collections::BTreeMap<(String, String), u64>,
 }
 
 /// Identity: API keys (hashes only), role bindings and the first admin token.
@@ -253,6 +258,12 @@ pub trait IdentityStore: Send + Sync {
     /// Stores the first admin token where only the service's operator can read it; returns
     /// a description of where (for the log and `sbx login --bootstrap`).
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String>;
+
+    /// A counter that moves whenever the stored keys may have changed (a watch), when the
+    /// store can tell; `None`: the key service re-reads the store on a timer.
+    fn key_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Tenancy: tenants, nodes and their dedications, placement facts, quota usage and locks,
@@ -273,6 +284,9 @@ pub trait TenantStore: Send + Sync {
 
     /// Removes a tenant and what the platform made for it (`NotFound` when absent).
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()>;
+
+    /// Writes a tenant's observed state (a tenant deleted meanwhile is not an error).
+    async fn write_tenant_status(&self, name: &str, status: &TenantStatus) -> PlatformResult<()>;
 
     /// The cluster's node names (local: this host).
     async fn node_names(&self) -> PlatformResult<Vec<String>>;
@@ -319,6 +333,12 @@ pub trait SandboxBackend: Send + Sync {
 
     /// Creates a sandbox; it becomes Ready asynchronously.
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()>;
+
+    /// The root volume a new sandbox of `backend` gets, bytes (`None`: it has none; its disk
+    /// is its writable layer alone).
+    fn root_disk_bytes(&self, _backend: &str) -> Option<u64> {
+        None
+    }
 
     /// Sandboxes of one namespace, or of all when `None`.
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>>;

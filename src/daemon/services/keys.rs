@@ -1,8 +1,9 @@
 //! API keys: minting, listing, revocation, authentication and the first admin key.
 //!
 //! Only the SHA-256 of a key's secret is stored. Authentication reads an in-memory mirror of
-//! the store, refreshed every few seconds so that another replica's changes are seen within
-//! the contract's 5 s, and written through on every local change.
+//! the store, written through on every local change and re-read whenever the store says the
+//! keys changed (a watch on Kubernetes) or, where it cannot tell, every few seconds, so that
+//! another replica's changes are seen within the contract's 5 s.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +20,10 @@ use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::names;
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
 
-/// How often the mirror is reloaded from the store.
+/// How often the mirror is reloaded from a store that cannot say when the keys change.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(3);
+/// How often it is reloaded anyway from a store that can (a safety net, not the bound).
+pub const RESYNC_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest key lifetime accepted, in days (100 years).
 pub const MAX_EXPIRES_DAYS: i64 = 36_500;
 /// Lifetime of the first admin key, in days.
@@ -93,14 +96,33 @@ impl KeyService {
         }))
     }
 
-    /// Reloads the mirror forever, every [`REFRESH_INTERVAL`]; failures are logged. A reload
-    /// that a local write overtook is read again at once, so this replica's own writes never
-    /// hold back what other replicas changed.
+    /// Reloads the mirror forever: on every change the store reports (and every
+    /// [`RESYNC_INTERVAL`]), or every [`REFRESH_INTERVAL`] from a store that reports none;
+    /// failures are logged. A reload that a local write overtook is read again at once, so
+    /// this replica's own writes never hold back what other replicas changed.
     pub async fn refresh_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(REFRESH_INTERVAL);
+        let mut changes = self.identity.key_changes();
+        let every = match changes {
+            Some(_) => RESYNC_INTERVAL,
+            None => REFRESH_INTERVAL,
+        };
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            let watch_gone = match changes.as_mut() {
+                Some(changes) => tokio::select! {
+                    changed = changes.changed() => changed.is_err(),
+                    _ = tick.tick() => false,
+                },
+                None => {
+                    tick.tick().await;
+                    false
+                }
+            };
+            if watch_gone {
+                changes = None;
+                tick = tokio::time::interval(REFRESH_INTERVAL);
+            }
             for _ in 0..3 {
                 match self.reload().await {
                     Ok(true) => break,

@@ -222,12 +222,18 @@ impl Metering {
             .observe(seconds);
     }
 
-    /// Adds what every sandbox and snapshot held since the last accrual.
+    /// Adds what every sandbox and snapshot held since the last accrual. Only the leader
+    /// replica accrues (the usage query sums the series of every replica): a follower's
+    /// clock restarts at each accrual, so a replica that becomes the leader counts from then.
     pub async fn accrue(&self) {
         let mut accrual = self.accrual.lock().await;
         let now = Instant::now();
         let dt = now.duration_since(accrual.at).as_secs_f64();
         accrual.at = now;
+        if !self.tenancy.is_leader() {
+            self.drop_gone(&mut accrual, now);
+            return;
+        }
         let Ok(metering) = self.tenancy.metering().await else {
             return;
         };
@@ -316,11 +322,11 @@ impl Metering {
             accrual.seen.insert(labels, now);
         }
         accrual.egress = egress_now;
-        for (namespace, bytes) in &metering.snapshot_bytes {
+        for ((namespace, backend), bytes) in &metering.snapshot_bytes {
             let labels = SnapshotLabels {
                 tenant: tenant_of(namespace),
                 namespace: namespace.clone(),
-                backend: "sbxd".to_string(),
+                backend: backend.clone(),
                 state: "stored".to_string(),
             };
             let amount = *bytes as f64 / GIB * dt;
@@ -332,7 +338,12 @@ impl Metering {
                 *accrual.held_snapshots.entry(labels).or_default() += amount;
             }
         }
-        // Series of sandboxes (or states) gone for a while stop being exported.
+        self.drop_gone(&mut accrual, now);
+    }
+
+    /// Series of sandboxes (or states) not accrued for a while stop being exported: gone, or
+    /// this replica no longer leads.
+    fn drop_gone(&self, accrual: &mut Accrual, now: Instant) {
         let gone: Vec<SandboxLabels> = accrual
             .seen
             .iter()

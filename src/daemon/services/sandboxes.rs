@@ -121,17 +121,24 @@ pub struct Sizing {
     pub memory_bytes: Option<u64>,
     /// Writable-layer limit, bytes.
     pub ephemeral_bytes: Option<u64>,
+    /// Root volume, bytes (kql's root PVC; `None` on backends without one).
+    pub root_disk_bytes: Option<u64>,
     /// Nodes it may run on (`None`: any).
     pub nodes: Option<Vec<String>>,
 }
 
 impl Sizing {
-    /// What the quota check asks for.
+    /// What the quota check asks for: disk is the writable layer's limit plus the root volume.
     pub fn ask(&self) -> Ask {
+        let disk = match (self.ephemeral_bytes, self.root_disk_bytes) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
         Ask {
             cpu_millis: self.cpu_millis,
             memory_bytes: self.memory_bytes,
-            disk_bytes: self.ephemeral_bytes,
+            disk_bytes: disk,
+            with_snapshot: false,
         }
     }
 }
@@ -145,6 +152,8 @@ fn quantity(text: &Option<String>) -> Option<crate::shared::quantity::Quantity> 
 /// fills each limit the request leaves out, `limits.maxSandboxSize` caps them, limits the
 /// sbxd backends cannot enforce are refused (400 `LimitNotEnforceable`), placement is the
 /// tenant's nodes narrowed by the key's; in production mode CPU and memory must end up set.
+/// A sandbox with no size for something its tenant has a quota on (vcpu, memory, disk) is
+/// refused with a 400: unlimited, it would count as nothing against that quota.
 pub fn apply_tenant_policy(
     sizing: &mut Sizing,
     owner: Option<&Owner>,
@@ -213,6 +222,39 @@ pub fn apply_tenant_policy(
                         max.as_str()
                     )));
                 }
+            }
+        }
+        if let Some(quotas) = &spec.quotas {
+            let missing_size = [
+                (
+                    "vcpu",
+                    "cpu",
+                    quotas.vcpu.is_some() && sizing.cpu_millis.is_none(),
+                ),
+                (
+                    "memory",
+                    "memory",
+                    quotas.memory.is_some() && sizing.memory_bytes.is_none(),
+                ),
+                (
+                    "disk",
+                    "ephemeral-storage",
+                    quotas.disk.is_some()
+                        && sizing.ephemeral_bytes.is_none()
+                        && sizing.root_disk_bytes.is_none(),
+                ),
+            ];
+            if let Some((quota, limit, _)) = missing_size.iter().find(|(_, _, missing)| *missing) {
+                let default = if *limit == "ephemeral-storage" {
+                    "disk"
+                } else {
+                    limit
+                };
+                return Err(bad(format!(
+                    "tenant '{}' has a {quota} quota, so every sandbox needs a `{limit}` limit: \
+                     give one in the request's limits, or set the tenant's defaultSize.{default}",
+                    owner.name
+                )));
             }
         }
         sizing.nodes = spec.nodes.clone();
@@ -441,6 +483,7 @@ impl SandboxService {
             cpu_millis: new.cpu_millis,
             memory_bytes: new.memory_bytes,
             ephemeral_bytes: new.ephemeral_bytes,
+            root_disk_bytes: self.sandboxes.root_disk_bytes(&new.backend),
             nodes: None,
         };
         let nodes = Nodes::of(self.tenancy.as_ref()).await?;

@@ -149,10 +149,14 @@ impl SnapshotService {
         }
         let owner = self.tenants.owner(&namespace).await?;
         let size = self.tenancy.sandbox_size(&namespace, source).await?;
+        // A fork of a volume takes a volume snapshot (kept when named, else deleted once the
+        // clone's volume is made), and any fork with `snapshot` keeps one: snapshotStorage is
+        // checked for it as for any snapshot (rule 4).
         let ask = crate::daemon::services::tenants::Ask {
             cpu_millis: Some(size.cpu_millis),
             memory_bytes: Some(size.memory_bytes),
             disk_bytes: Some(size.disk_bytes),
+            with_snapshot: request.snapshot.is_some() || size.root_disk_bytes > 0,
         };
         self.tenants
             .admit(owner.as_ref(), Some(ask), async {
@@ -290,7 +294,13 @@ impl SnapshotService {
             backend: source_backend.clone(),
             cpu_millis: plan.cpu_millis.or(nonzero(recorded.cpu_millis)),
             memory_bytes: plan.memory_bytes.or(nonzero(recorded.memory_bytes)),
-            ephemeral_bytes: plan.ephemeral_bytes.or(nonzero(recorded.disk_bytes)),
+            ephemeral_bytes: plan
+                .ephemeral_bytes
+                .or(nonzero(recorded.disk_bytes - recorded.root_disk_bytes)),
+            root_disk_bytes: plan
+                .root_disk_bytes
+                .or(nonzero(recorded.root_disk_bytes))
+                .or(self.sandboxes.root_disk_bytes(&source_backend)),
             nodes: None,
         };
         let owner = self.tenants.owner(&namespace).await?;

@@ -85,6 +85,9 @@ pub struct Ask {
     pub memory_bytes: Option<u64>,
     /// Disk limit, bytes.
     pub disk_bytes: Option<u64>,
+    /// Whether the create also takes a volume snapshot (a fork: its intermediate snapshot),
+    /// which the `snapshotStorage` quota is checked for as for any snapshot (rule 4).
+    pub with_snapshot: bool,
 }
 
 /// The tenant service.
@@ -98,8 +101,8 @@ pub struct TenantService {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Tenant writes, one at a time (rule 1 compares against the other tenants).
     writes: tokio::sync::Mutex<()>,
-    /// `status` per tenant and when it was computed.
-    statuses: Mutex<HashMap<String, (Instant, TenantStatus)>>,
+    /// When this replica last rewrote every tenant's status (it does while it leads).
+    refreshed: Mutex<Option<Instant>>,
 }
 
 fn parse_quantity(text: &Option<String>) -> Option<Quantity> {
@@ -123,7 +126,7 @@ fn check_quotas(
             ),
         )
     };
-    let Some(ask) = ask else {
+    if ask.is_none_or(|a| a.with_snapshot) {
         if let Some(max) = bytes(&quotas.snapshot_storage) {
             if used.snapshot_bytes >= max {
                 return Err(exceeded(
@@ -133,6 +136,8 @@ fn check_quotas(
                 ));
             }
         }
+    }
+    let Some(ask) = ask else {
         return Ok(());
     };
     if let Some(max) = quotas.sandboxes {
@@ -190,7 +195,7 @@ impl TenantService {
             tenants: Mirror::new(),
             locks: Mutex::new(HashMap::new()),
             writes: tokio::sync::Mutex::new(()),
-            statuses: Mutex::new(HashMap::new()),
+            refreshed: Mutex::new(None),
         }
     }
 
@@ -347,60 +352,77 @@ impl TenantService {
         outcome
     }
 
-    /// A tenant's observed state, recomputed when older than [`STATUS_REFRESH`].
-    async fn status(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
-        if let Some((at, status)) = self
-            .statuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&tenant.name)
-        {
-            if at.elapsed() < STATUS_REFRESH && status.observed_generation == tenant.generation {
-                return Ok(status.clone());
-            }
-        }
+    /// A tenant's observed state now, from what its namespaces hold.
+    async fn observe(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
         let used = self.tenancy.reservation(&tenant.spec.namespaces).await?;
-        let status = status_of(used, tenant.generation);
-        self.statuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(tenant.name.clone(), (Instant::now(), status.clone()));
+        Ok(status_of(used, tenant.generation))
+    }
+
+    /// Observes a tenant and writes its status (after a spec change, and by the leader's
+    /// refresh); the status read back from the store is the one every replica shows.
+    async fn write_status(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
+        let status = self.observe(tenant).await?;
+        self.tenancy
+            .write_tenant_status(&tenant.name, &status)
+            .await?;
         Ok(status)
     }
 
-    /// Rewrites every tenant's `status` every [`STATUS_REFRESH`] (tenant rule 4), and
-    /// reloads the tenants every [`RELOAD_EVERY`] so that another replica's writes show.
+    /// The status a read shows: the one last written, unless it is of an older spec (another
+    /// replica changed it and has not written it yet), then observed now.
+    async fn status(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
+        match &tenant.status {
+            Some(status) if status.observed_generation == tenant.generation => Ok(status.clone()),
+            _ => self.observe(tenant).await,
+        }
+    }
+
+    /// Reloads the tenants every [`RELOAD_EVERY`] so that another replica's writes show and,
+    /// while this replica leads, rewrites every tenant's `status` every [`STATUS_REFRESH`]
+    /// (tenant rule 4; at once when it becomes the leader).
     pub async fn status_loop(self: Arc<Self>) {
         let mut reload = tokio::time::interval(RELOAD_EVERY);
-        let mut status = tokio::time::interval(STATUS_REFRESH);
+        reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                _ = reload.tick() => {
-                    if let Err(e) = self.reload().await {
-                        tracing::warn!(error = %e.message, "tenant reload failed");
-                    }
+            reload.tick().await;
+            if self.tenancy.is_leader() {
+                let due = self
+                    .refreshed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none_or(|at| at.elapsed() >= STATUS_REFRESH);
+                if due {
+                    self.refresh_statuses().await;
+                    *self.refreshed.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(Instant::now());
                 }
-                // The leader replica's job (with one replica, always this one).
-                _ = status.tick() => {
-                    if self.tenancy.is_leader() {
-                        self.refresh_statuses().await
-                    }
-                }
+            } else {
+                *self.refreshed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+            if let Err(e) = self.reload().await {
+                tracing::warn!(error = %e.message, "tenant reload failed");
             }
         }
     }
 
-    /// Recomputes every tenant's status (the 60-second sweep).
+    /// Rewrites every tenant's status (the 60-second sweep of the leader).
     pub async fn refresh_statuses(&self) {
-        self.statuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        if let Ok(tenants) = self.all().await {
-            for tenant in tenants {
-                let _ = self.status(&tenant).await;
+        let Ok(tenants) = self.all().await else {
+            return;
+        };
+        for tenant in tenants {
+            if let Err(e) = self.write_status(&tenant).await {
+                tracing::warn!(tenant = %tenant.name, error = %e.message, "tenant status refresh failed");
             }
         }
+    }
+
+    /// The read form of a tenant this replica just wrote, its status written with it (so that
+    /// `kubectl get tenants` shows the new generation's usage at once).
+    async fn after_write(&self, name: &str) -> ServiceResult<Tenant> {
+        let mut tenant = self.stored(name).await?;
+        tenant.status = Some(self.write_status(&tenant).await?);
+        self.read_form(tenant).await
     }
 
     async fn read_form(&self, tenant: StoredTenant) -> ServiceResult<Tenant> {
@@ -472,6 +494,7 @@ impl TenantService {
             spec,
             generation: 1,
             created: now_unix(),
+            status: None,
         };
         match self.tenancy.insert_tenant(&tenant).await {
             Ok(()) => {}
@@ -482,7 +505,7 @@ impl TenantService {
         }
         self.reload().await?;
         tracing::info!(tenant = %tenant.name, namespaces = ?tenant.spec.namespaces, "tenant created");
-        self.read_form(tenant).await
+        self.after_write(name).await
     }
 
     /// `PATCH /tenants/{name}`: whole sections replaced, `null` removes one (rule 7).
@@ -500,6 +523,7 @@ impl TenantService {
             self.tenancy.update_tenant(&tenant).await?;
             self.reload().await?;
             tracing::info!(tenant = %name, generation = tenant.generation, "tenant updated");
+            return self.after_write(name).await;
         }
         self.read_form(tenant).await
     }
@@ -561,21 +585,21 @@ impl TenantService {
             }
         }
         self.reload().await?;
-        self.statuses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
         tracing::info!(tenant = %name, "tenant deleted");
         Ok(())
     }
 
     /// `POST /nodes/{node}/dedicate`: the node takes only `tenant`'s sandboxes from now on
-    /// and joins its `spec.nodes`.
+    /// and joins its `spec.nodes`; a tenant it was dedicated to before loses it from its own.
     pub async fn dedicate(&self, node: &str, tenant: &str) -> ServiceResult<()> {
         self.require_node(node).await?;
         let _writes = self.writes.lock().await;
         let mut stored = self.stored(tenant).await?;
+        let before = self.tenancy.node_dedications().await?.remove(node);
         self.tenancy.set_node_dedication(node, Some(tenant)).await?;
+        if let Some(previous) = before.filter(|t| t != tenant) {
+            self.drop_node(&previous, node).await?;
+        }
         let mut nodes = stored.spec.nodes.clone().unwrap_or_default();
         if !nodes.iter().any(|n| n == node) {
             nodes.push(node.to_string());
@@ -597,19 +621,31 @@ impl TenantService {
             return Ok(None);
         };
         self.tenancy.set_node_dedication(node, None).await?;
-        if let Ok(mut stored) = self.stored(&tenant).await {
-            if let Some(nodes) = stored.spec.nodes.as_mut() {
-                nodes.retain(|n| n != node);
-                if nodes.is_empty() {
-                    stored.spec.nodes = None;
-                }
-                stored.generation += 1;
-                self.tenancy.update_tenant(&stored).await?;
-                self.reload().await?;
-            }
-        }
+        self.drop_node(&tenant, node).await?;
         tracing::info!(node, %tenant, "node undedicated");
         Ok(Some(tenant))
+    }
+
+    /// Takes `node` out of `tenant`'s `spec.nodes` (an empty list goes: any node again); a
+    /// tenant that no longer exists has nothing to drop.
+    async fn drop_node(&self, tenant: &str, node: &str) -> ServiceResult<()> {
+        let Ok(mut stored) = self.stored(tenant).await else {
+            return Ok(());
+        };
+        let Some(nodes) = stored.spec.nodes.as_mut() else {
+            return Ok(());
+        };
+        if !nodes.iter().any(|n| n == node) {
+            return Ok(());
+        }
+        nodes.retain(|n| n != node);
+        if nodes.is_empty() {
+            stored.spec.nodes = None;
+        }
+        stored.generation += 1;
+        self.tenancy.update_tenant(&stored).await?;
+        self.reload().await?;
+        Ok(())
     }
 
     /// `GET /nodes/storage`: every node's storage pools, or why they cannot be read.
@@ -735,6 +771,7 @@ mod tests {
                 cpu_millis: 1500,
                 memory_bytes: 3 << 30,
                 disk_bytes: 0,
+                root_disk_bytes: 0,
                 snapshot_bytes: 512 << 20,
             },
             4,

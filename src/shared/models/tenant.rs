@@ -181,7 +181,9 @@ pub struct TenantMetadata {
 }
 
 /// Current consumption of a tenant, as quantity strings (the sandbox count too, as the spec gives it).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantUsage {
     /// Number of sandboxes, e.g. `"3"`.
@@ -202,7 +204,9 @@ pub struct TenantUsage {
 }
 
 /// Observed state of a tenant, rewritten every 60 seconds by the leader.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantStatus {
     /// Current consumption.

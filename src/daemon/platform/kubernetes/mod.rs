@@ -18,6 +18,7 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, 
 
 mod cache;
 mod identity;
+mod kubelet;
 mod lease;
 pub mod objects;
 pub mod permissions;
@@ -41,6 +42,7 @@ use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
+use crate::shared::models::tenant::TenantStatus;
 
 /// Namespace of the service's own objects.
 pub const SYSTEM_NAMESPACE: &str = "kube-system";
@@ -191,6 +193,10 @@ pub struct KubernetesPlatform {
     pod_cache: cache::Cache<Pod>,
     /// Sandbox VolumeSnapshots as watched.
     snapshot_cache: cache::Cache<DynamicObject>,
+    /// The kubelets' stats summaries (bytes each sandbox sent).
+    kubelets: kubelet::Kubelets,
+    /// The watch of the keys Secret.
+    key_watch: identity::KeyWatch,
 }
 
 /// How long a read of the node dedications is reused (another replica's change shows
@@ -201,11 +207,16 @@ impl KubernetesPlatform {
     /// Connects with the kubeconfig in `KUBECONFIG` (or `~/.kube/config`, or the pod's service
     /// account) and checks that the API server answers.
     pub async fn connect(settings: KubernetesSettings) -> PlatformResult<KubernetesPlatform> {
-        let client = kube::Client::try_default().await.map_err(|e| {
+        let unconfigured = |e: String| {
             PlatformError::Unavailable(format!(
                 "cannot configure a Kubernetes client (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
             ))
-        })?;
+        };
+        let config = kube::Config::infer()
+            .await
+            .map_err(|e| unconfigured(e.to_string()))?;
+        let kubelets = kubelet::Kubelets::new(&config);
+        let client = kube::Client::try_from(config).map_err(|e| unconfigured(e.to_string()))?;
         let version = tokio::time::timeout(Duration::from_secs(15), client.apiserver_version())
             .await
             .map_err(|_| {
@@ -248,6 +259,8 @@ impl KubernetesPlatform {
                 "sandbox VolumeSnapshots",
                 objects::snapshots::resource(),
             ),
+            kubelets,
+            key_watch: identity::KeyWatch::start(client.clone()),
             client,
             touched: Mutex::new(HashMap::new()),
             dedications: Mirror::new(),

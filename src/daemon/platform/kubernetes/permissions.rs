@@ -12,7 +12,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::{BINDINGS_CONFIGMAP, SYSTEM_NAMESPACE};
+use super::{BINDINGS_CONFIGMAP, KEYS_SECRET, SYSTEM_NAMESPACE};
 
 /// Where a permission is granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "secrets",
         &["get", "create", "update", "patch", "delete"],
         Scope::Cluster,
-        "a sandbox's env file is a Secret in its namespace, copied for its snapshots; API keys (hashes only) are `kube-system/sbx-api-keys`, the first admin token `kube-system/sbx-bootstrap-admin`. Only Secrets the daemon names: no list or watch",
+        "a sandbox's env file is a Secret in its namespace, copied for its snapshots; API keys (hashes only) are `kube-system/sbx-api-keys`, the first admin token `kube-system/sbx-bootstrap-admin`. Only Secrets the daemon names: no list or watch of Secrets in sandbox namespaces",
     ),
     rule(
         "networking.k8s.io",
@@ -145,11 +145,25 @@ pub const PERMISSIONS: &[Permission] = &[
         "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint",
     ),
     rule(
+        "",
+        "nodes/stats",
+        &["get"],
+        Scope::Cluster,
+        "`egress_bytes` usage: the bytes each sandbox's Pod sent, from the stats summary of its node's kubelet (read from the kubelet itself, as metrics-server does; not `nodes/proxy`)",
+    ),
+    rule(
         "sbx.io",
         "tenants",
         &["get", "list", "create", "update", "delete"],
         Scope::Cluster,
         "tenants are `Tenant` objects (the CRD in `deploy/crds/`)",
+    ),
+    rule(
+        "sbx.io",
+        "tenants/status",
+        &["patch"],
+        Scope::Cluster,
+        "a tenant's `status.usage`, written when its spec changes and every 60 s by the leader replica",
     ),
     rule(
         "metrics.k8s.io",
@@ -172,6 +186,14 @@ pub const PERMISSIONS: &[Permission] = &[
         Scope::System,
         "the role-binding document is made on first write",
     ),
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: &["list", "watch"],
+        scope: Scope::System,
+        names: &[KEYS_SECRET],
+        why: "every replica watches the keys Secret, so that a key made or revoked on one works or stops working on all of them within the watch's delay",
+    },
     Permission {
         group: "",
         resource: "configmaps",
@@ -387,7 +409,7 @@ mod tests {
         let yaml = rbac_yaml();
         assert!(yaml.contains("kind: ClusterRole\n"));
         assert!(yaml.contains("namespace: sbx-system"));
-        assert_eq!(yaml.matches("resourceNames").count(), 1);
+        assert_eq!(yaml.matches("resourceNames").count(), 2);
     }
 
     #[test]
@@ -397,7 +419,10 @@ mod tests {
             describe(p, "create", None),
             "`create` deployments (apps) in every namespace"
         );
-        let bindings = PERMISSIONS.iter().find(|p| !p.names.is_empty()).unwrap();
+        let bindings = PERMISSIONS
+            .iter()
+            .find(|p| p.names == [BINDINGS_CONFIGMAP])
+            .unwrap();
         assert_eq!(
             describe(bindings, "get", Some(BINDINGS_CONFIGMAP)),
             "`get` configmaps `sbx-role-bindings` (core) in namespace kube-system"

@@ -13,6 +13,10 @@ impl SandboxBackend for KubernetesPlatform {
         &[KQL_BACKEND, KFD_BACKEND]
     }
 
+    fn root_disk_bytes(&self, backend: &str) -> Option<u64> {
+        (backend == KQL_BACKEND).then_some(self.settings.root_disk_bytes)
+    }
+
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
         let template = objects::sandboxes::SandboxTemplate::of(&new, self.settings.root_disk_bytes);
         let env = if new.env.is_empty() {

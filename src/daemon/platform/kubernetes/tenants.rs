@@ -93,6 +93,20 @@ impl TenantStore for KubernetesPlatform {
         self.release_namespaces(name, namespaces).await
     }
 
+    /// The status subresource, by merge patch: the spec (and so the generation) is untouched.
+    async fn write_tenant_status(&self, name: &str, status: &TenantStatus) -> PlatformResult<()> {
+        let patch = serde_json::json!({ "status": status });
+        match self
+            .tenants()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(kube_error(&format!("the status of tenant {name}"), e)),
+        }
+    }
+
     async fn node_names(&self) -> PlatformResult<Vec<String>> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let list = nodes
@@ -174,12 +188,33 @@ impl TenantStore for KubernetesPlatform {
         written
     }
 
+    /// Every sandbox's size and state, the bytes its Pod sent (from its node's kubelet), and
+    /// what the snapshots of each namespace hold by their source's backend.
     async fn metering(&self) -> PlatformResult<Metering> {
         let mut out = Metering::default();
         let deployments = self.sandbox_deployments(None).await?;
         let records = self.records(None, &deployments).await?;
+        let pods = self.sandbox_pods(None, None).await?;
+        let nodes: std::collections::BTreeSet<String> = pods
+            .values()
+            .flatten()
+            .filter_map(|p| p.status.as_ref()?.host_ip.clone())
+            .collect();
+        let sent = self
+            .kubelets
+            .tx_bytes(&nodes.into_iter().collect::<Vec<_>>())
+            .await;
         for (d, record) in deployments.iter().zip(records) {
             let size = objects::sandboxes::size(d);
+            let key = (record.namespace.clone(), record.name.clone());
+            let egress_bytes = pods.get(&key).and_then(|pods| {
+                pods.iter()
+                    .filter_map(|p| {
+                        let name = p.metadata.name.clone()?;
+                        sent.get(&(key.0.clone(), name)).copied()
+                    })
+                    .reduce(|a, b| a + b)
+            });
             out.sandboxes.push(MeterSample {
                 namespace: record.namespace,
                 name: record.name,
@@ -188,8 +223,17 @@ impl TenantStore for KubernetesPlatform {
                 cpu_millis: size.cpu_millis,
                 memory_bytes: size.memory_bytes,
                 disk_bytes: size.disk_bytes,
-                egress_bytes: None,
+                egress_bytes,
             });
+        }
+        for s in self.cached_snapshot_objects().await? {
+            if objects::snapshots::kind_of(&s).is_none() {
+                continue;
+            }
+            let namespace = s.metadata.namespace.clone().unwrap_or_default();
+            let backend = objects::snapshots::source_backend(&s);
+            *out.snapshot_bytes.entry((namespace, backend)).or_default() +=
+                objects::snapshots::restore_size(&s);
         }
         Ok(out)
     }
@@ -206,6 +250,7 @@ impl TenantStore for KubernetesPlatform {
                 total.cpu_millis += size.cpu_millis;
                 total.memory_bytes += size.memory_bytes;
                 total.disk_bytes += size.disk_bytes;
+                total.root_disk_bytes += size.root_disk_bytes;
             }
             for s in self.read_snapshot_objects(Some(ns)).await? {
                 if objects::snapshots::kind_of(&s).is_some() {
@@ -224,11 +269,13 @@ impl TenantStore for KubernetesPlatform {
 
     async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
         let t = self.snapshot_template(namespace, name).await?;
+        let root = t.root_disk_bytes.unwrap_or(0);
         Ok(Reservation {
             sandboxes: 1,
             cpu_millis: t.cpu_millis.unwrap_or(0),
             memory_bytes: t.memory_bytes.unwrap_or(0),
-            disk_bytes: t.ephemeral_bytes.unwrap_or(0),
+            disk_bytes: t.ephemeral_bytes.unwrap_or(0) + root,
+            root_disk_bytes: root,
             snapshot_bytes: 0,
         })
     }

@@ -391,6 +391,14 @@ impl KubernetesPlatform {
         Ok(snapshot_records(&items, sandbox, kind))
     }
 
+    /// Every VolumeSnapshot of sbx, from the watch cache while it is in step.
+    pub(super) async fn cached_snapshot_objects(&self) -> PlatformResult<Vec<Arc<DynamicObject>>> {
+        match self.snapshot_cache.store() {
+            Some(store) => Ok(store.state()),
+            None => self.read_snapshot_objects(None).await,
+        }
+    }
+
     /// The VolumeSnapshots of sbx in a namespace (all when `None`), read from the API server.
     pub(super) async fn read_snapshot_objects(
         &self,

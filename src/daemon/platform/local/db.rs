@@ -69,6 +69,8 @@ const MIGRATIONS: &[&str] = &[
         node   TEXT PRIMARY KEY,
         tenant TEXT NOT NULL
     );",
+    // 6: a tenant's observed state (the status the leader rewrites every 60 s), as JSON.
+    "ALTER TABLE tenants ADD COLUMN status TEXT;",
 ];
 
 /// The schema version this build writes.

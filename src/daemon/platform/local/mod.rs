@@ -28,9 +28,13 @@ use crate::runtime::engine::Sbxd;
 use crate::runtime::images::ImageStore;
 use crate::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role, RoleBindings};
+use crate::shared::models::tenant::TenantStatus;
 use crate::shared::paths::ADMIN_TOKEN_FILE;
 
 pub use db::{Db, SCHEMA_VERSION};
+
+/// The one backend of this platform: sandboxes run by the sbxd runtime on this host.
+pub const BACKEND: &str = "sbxd";
 
 /// Settings of the sbxd runtime on this host.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +63,7 @@ fn size_of(spec: &crate::runtime::engine::SandboxSpec) -> Reservation {
         cpu_millis: spec.cpu_millis.unwrap_or(0),
         memory_bytes: spec.memory_bytes.unwrap_or(0),
         disk_bytes: spec.ephemeral_bytes.unwrap_or(0),
+        root_disk_bytes: 0,
         snapshot_bytes: 0,
     }
 }

@@ -693,7 +693,7 @@ impl LocalSandboxes {
 #[async_trait]
 impl SandboxBackend for LocalPlatform {
     fn backends(&self) -> &'static [&'static str] {
-        &["sbxd"]
+        &[super::BACKEND]
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {

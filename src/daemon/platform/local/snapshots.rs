@@ -451,7 +451,7 @@ impl LocalSandboxes {
         }
         for snapshot in self.snapshots.read().await.values() {
             *out.snapshot_bytes
-                .entry(snapshot.namespace.clone())
+                .entry((snapshot.namespace.clone(), super::BACKEND.to_string()))
                 .or_default() += snapshot.size_bytes;
         }
         out
@@ -535,7 +535,7 @@ impl LocalSandboxes {
             gid: source.gid,
             additional_gids: source.additional_gids.clone(),
             capabilities: source.capabilities.clone(),
-            backend: "sbxd".to_string(),
+            backend: super::BACKEND.to_string(),
             nodes: plan.nodes.clone().or_else(|| source.nodes.clone()),
         };
         let mut spec_entry = (plan.entrypoint.clone(), plan.cmd.clone());

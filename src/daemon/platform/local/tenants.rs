@@ -22,29 +22,34 @@ impl TenantStore for LocalPlatform {
         let rows = self
             .db
             .call(|conn| {
-                let mut statement = conn
-                    .prepare("SELECT name, spec, generation, created FROM tenants ORDER BY name")?;
+                let mut statement = conn.prepare(
+                    "SELECT name, spec, generation, created, status FROM tenants ORDER BY name",
+                )?;
                 let rows = statement.query_map([], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, i64>(2)?,
                         row.get::<_, i64>(3)?,
+                        row.get::<_, Option<String>>(4)?,
                     ))
                 })?;
                 rows.collect::<Result<Vec<_>, _>>()
             })
             .await?;
         rows.into_iter()
-            .map(|(name, spec, generation, created)| {
+            .map(|(name, spec, generation, created, status)| {
                 let spec = serde_json::from_str(&spec).map_err(|e| {
                     PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
                 })?;
+                // A status that does not read is recomputed, not an error.
+                let status = status.and_then(|s| serde_json::from_str(&s).ok());
                 Ok(StoredTenant {
                     name,
                     spec,
                     generation,
                     created,
+                    status,
                 })
             })
             .collect()
@@ -102,6 +107,21 @@ impl TenantStore for LocalPlatform {
             return Err(tenant_not_found(name));
         }
         Ok(())
+    }
+
+    async fn write_tenant_status(&self, name: &str, status: &TenantStatus) -> PlatformResult<()> {
+        let status =
+            serde_json::to_string(status).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let name = name.to_string();
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "UPDATE tenants SET status = ?2 WHERE name = ?1",
+                    params![name, status],
+                )
+            })
+            .await
+            .map(drop)
     }
 
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {

@@ -529,7 +529,8 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
     }
 }
 
-/// What a sandbox Deployment reserves (its container's limits).
+/// What a sandbox Deployment reserves: its container's limits, and its root volume (kql) as
+/// disk beside the ephemeral-storage limit.
 pub fn size(deployment: &Deployment) -> Reservation {
     let limits = deployment
         .spec
@@ -541,13 +542,19 @@ pub fn size(deployment: &Deployment) -> Reservation {
         .and_then(|r| r.limits.clone())
         .unwrap_or_default();
     let parse = |key: &str| limits.get(key).and_then(|q| Quantity::parse(&q.0).ok());
+    let root = SandboxTemplate::recorded(deployment)
+        .ok()
+        .and_then(|t| t.root_disk_bytes)
+        .unwrap_or(0);
+    let ephemeral = parse("ephemeral-storage")
+        .map(|q| q.value_ceil() as u64)
+        .unwrap_or(0);
     Reservation {
         sandboxes: 1,
         cpu_millis: parse("cpu").map(|q| q.millis() as u64).unwrap_or(0),
         memory_bytes: parse("memory").map(|q| q.value_ceil() as u64).unwrap_or(0),
-        disk_bytes: parse("ephemeral-storage")
-            .map(|q| q.value_ceil() as u64)
-            .unwrap_or(0),
+        disk_bytes: ephemeral + root,
+        root_disk_bytes: root,
         snapshot_bytes: 0,
     }
 }

@@ -205,6 +205,15 @@ pub fn created(object: &DynamicObject) -> i64 {
         .unwrap_or(0)
 }
 
+/// The backend of the sandbox a VolumeSnapshot was taken of (kql when it does not say).
+pub fn source_backend(object: &DynamicObject) -> String {
+    annotations_of(object)
+        .get(SOURCE_BACKEND)
+        .filter(|b| !b.is_empty())
+        .cloned()
+        .unwrap_or_else(|| crate::daemon::platform::kubernetes::KQL_BACKEND.to_string())
+}
+
 /// What a VolumeSnapshot holds, bytes: its `status.restoreSize` (0 until the driver says).
 pub fn restore_size(object: &DynamicObject) -> u64 {
     object.data["status"]["restoreSize"]

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::daemon::platform::{PlatformError, PlatformResult, StoredTenant};
-use crate::shared::models::tenant::TenantSpec;
+use crate::shared::models::tenant::{TenantSpec, TenantStatus};
 
 /// Desired state of a tenant (the API's `TenantSpec`, as it is).
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -18,8 +18,14 @@ use crate::shared::models::tenant::TenantSpec;
     root = "TenantObject",
     plural = "tenants",
     singular = "tenant",
+    status = "TenantObjectStatus",
     doc = "A tenant of sbx: the namespaces it owns, the nodes it may use, its default size, quotas and limits.",
-    printcolumn(name = "Namespaces", type_ = "string", json_path = ".spec.namespaces"),
+    printcolumn = r#"{"name": "Namespaces", "type": "string", "jsonPath": ".spec.namespaces"}"#,
+    printcolumn = r#"{"name": "Sandboxes", "type": "string", "jsonPath": ".status.usage.sandboxes"}"#,
+    printcolumn = r#"{"name": "vCPU", "type": "string", "jsonPath": ".status.usage.vcpu"}"#,
+    printcolumn = r#"{"name": "Memory", "type": "string", "jsonPath": ".status.usage.memory"}"#,
+    printcolumn = r#"{"name": "Disk", "type": "string", "jsonPath": ".status.usage.disk"}"#,
+    printcolumn = r#"{"name": "Snapshots", "type": "string", "jsonPath": ".status.usage.snapshotStorage"}"#,
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -28,6 +34,12 @@ use crate::shared::models::tenant::TenantSpec;
 )]
 #[serde(transparent)]
 pub struct TenantObjectSpec(pub TenantSpec);
+
+/// Observed state of a tenant (the API's `TenantStatus`): what it holds, rewritten every 60 s
+/// by the leader replica, and the generation that reflects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct TenantObjectStatus(pub TenantStatus);
 
 /// The CustomResourceDefinition of Tenant.
 pub fn crd() -> CustomResourceDefinition {
@@ -56,6 +68,7 @@ pub fn record(object: &TenantObject) -> PlatformResult<StoredTenant> {
             .as_ref()
             .map(|t| t.0.as_second())
             .unwrap_or(0),
+        status: object.status.as_ref().map(|s| s.0.clone()),
     })
 }
 
@@ -93,6 +106,7 @@ mod tests {
             },
             generation: 1,
             created: 0,
+            status: None,
         };
         let wire = serde_json::to_value(object(&tenant)).unwrap();
         assert_eq!(wire["apiVersion"], "sbx.io/v1alpha1");
