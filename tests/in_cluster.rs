@@ -202,6 +202,81 @@ async fn sandboxes_are_real_containers_on_the_node() {
     assert_eq!(s.exec("gated", "echo back").await, (0, "back\n".into()));
 }
 
+/// The bytes a sandbox sends are metered (issue 14, defect 2): the leader replica reads its
+/// Pod's `txBytes` from the node's kubelet (stats summary, as `nodes/stats` under the RBAC
+/// of `deploy/`) into `sbx_usage_egress_bytes_total`; the other replica exports no usage.
+/// The traffic goes from one sandbox to another on the node.
+#[tokio::test]
+async fn egress_is_metered_from_the_kubelet() {
+    let s = Scenario::new("egress").await;
+    for name in ["sink", "sender"] {
+        s.client
+            .create_sandbox(&s.request(name, &s.busybox()))
+            .await
+            .unwrap();
+    }
+    s.running("sink").await;
+    s.running("sender").await;
+    let sink_ip = s.pods("sink").await[0]
+        .status
+        .as_ref()
+        .and_then(|st| st.pod_ip.clone())
+        .unwrap();
+    let (code, out) = s
+        .exec(
+            "sink",
+            "nc -lk -p 9000 >/dev/null 2>&1 </dev/null & echo listening",
+        )
+        .await;
+    assert_eq!((code, out.as_str()), (0, "listening\n"));
+    let (code, out) = s
+        .exec(
+            "sender",
+            &format!(
+                "dd if=/dev/zero bs=64k count=64 2>/dev/null | nc -w 2 {sink_ip} 9000; echo sent"
+            ),
+        )
+        .await;
+    assert_eq!((code, out.as_str()), (0, "sent\n"));
+    let series = |ip: String, token: String, namespace: String| async move {
+        let text = reqwest::Client::new()
+            .get(format!("http://{ip}:8080/metrics"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| {
+                l.starts_with("sbx_usage_egress_bytes_total{")
+                    && l.contains(&format!("namespace=\"{namespace}\""))
+                    && l.contains("sandbox=\"sender\"")
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .collect::<Vec<f64>>()
+    };
+    // The kubelet's counters are refreshed every 10-15 s (cAdvisor's housekeeping).
+    let started = Instant::now();
+    loop {
+        let mut found = Vec::new();
+        for ip in s.deployed.pod_ips() {
+            found.push(series(ip, s.token.clone(), s.namespace.clone()).await);
+        }
+        let metered: Vec<&Vec<f64>> = found.iter().filter(|v| !v.is_empty()).collect();
+        assert!(metered.len() <= 1, "both replicas accrue usage: {found:?}");
+        if metered.first().is_some_and(|v| v[0] >= (4 << 20) as f64) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "4 MiB sent, never metered: {found:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// What a user sees when a sandbox cannot run: the kubelet's reasons in `error_message`.
 #[tokio::test]
 async fn failures_say_why() {

@@ -210,6 +210,26 @@ impl Deployed {
     }
 
     /// The names of the deployment's Pods now.
+    /// The replicas' Pod IPs (each serves on port 8080; the Service picks one per request).
+    pub fn pod_ips(&self) -> Vec<String> {
+        kubectl(
+            &self.kubectl,
+            &[
+                "-n",
+                NAMESPACE,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=sbx",
+                "-o",
+                "jsonpath={.items[*].status.podIP}",
+            ],
+        )
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+    }
+
     pub fn pods(&self) -> Vec<String> {
         kubectl(
             &self.kubectl,

@@ -12,6 +12,7 @@ mod identity;
 mod replicas;
 mod sandboxes;
 mod snapshots;
+mod tenants;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,219 @@
+//! A tenant's status and usage with two replicas: written to the Tenant object (status
+//! subresource, printer columns), accrued and refreshed by the leader alone.
+use super::*;
+
+/// The holder of the leader Lease, if any.
+async fn leader(client: &kube::Client) -> Option<String> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    leases
+        .get_opt("sbx-leader")
+        .await
+        .unwrap()
+        .and_then(|l| l.spec?.holder_identity)
+}
+
+/// Waits (up to 30 s: a dead holder's claim runs out after 15 s) until `daemon` leads.
+async fn until_leading(client: &kube::Client, daemon: &Daemon) {
+    let started = Instant::now();
+    while !leader(client)
+        .await
+        .is_some_and(|h| h.contains(&format!("-{}-", daemon.pid())))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "replica {} never led",
+            daemon.pid()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `/metrics` lines of a replica that start with `series{` and mention `label`.
+async fn series(daemon: &Daemon, token: &str, series: &str, label: &str) -> Vec<String> {
+    let response = reqwest::Client::new()
+        .get(format!("{}/metrics", daemon.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{series}{{")) && l.contains(label))
+        .map(str::to_string)
+        .collect()
+}
+
+fn value(line: &str) -> f64 {
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// `kubectl get tenant NAME` as a table: its header and its row.
+fn kubectl_table(name: &str) -> (String, String) {
+    let kubectl = std::env::var("SBX_TEST_KUBECTL").expect(
+        "SBX_TEST_KUBECTL is not set: run scripts/test (it exports the test environment's kubectl)",
+    );
+    let out = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(common::kubeconfig())
+        .args(["get", "tenant", name])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines().map(str::to_string);
+    (lines.next().unwrap(), lines.next().unwrap_or_default())
+}
+
+/// Issue 14, defects 1 and 2: a tenant's status is on its Tenant object from its creation on
+/// (what `kubectl get tenants` shows), rewritten by the leader; usage series and snapshot
+/// storage are accrued by the leader alone (two replicas do not count twice), the snapshot
+/// series labelled with the sandbox's backend; when the leader goes, the other replica takes
+/// over both.
+#[tokio::test]
+async fn status_and_usage_are_the_leaders() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["us-ns"]).await;
+    let client = cluster.client.clone();
+    let mut first = start();
+    let admin = bootstrap_token(&client).await;
+    until_leading(&client, &first).await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "usage", "spec": {"namespaces": ["us-ns"]}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let object = tenants(&client).get("usage").await.unwrap();
+    assert_eq!(
+        object.data["status"],
+        json!({"usage": {"sandboxes": "0", "vcpu": "0m", "memory": "0", "disk": "0",
+                         "snapshotStorage": "0"}, "observedGeneration": 1}),
+        "{object:?}"
+    );
+
+    let second = start();
+    for (name, backend) in [
+        ("u1", "kata-firecracker-devmapper"),
+        ("u2", "kata-qemu-longhorn"),
+    ] {
+        let (status, body) = call(
+            &second,
+            &admin,
+            M::POST,
+            "/api/v1/sandboxes",
+            Some(
+                json!({"name": name, "namespace": "us-ns", "image": "busybox",
+                        "backend": backend, "limits": {"cpu": "500m", "memory": "128Mi"}}),
+            ),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, body) = call(
+        &second,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes/u2/snapshot",
+        Some(json!({"snapshot_name": "u2-s", "namespace": "us-ns"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+
+    // Only the leader accrues: its series grow, the other replica has none.
+    let seconds = "sbx_usage_sandbox_seconds_total";
+    let started = Instant::now();
+    loop {
+        let lines = series(&first, &admin, seconds, "sandbox=\"u1\"").await;
+        if lines.iter().any(|l| value(l) > 0.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the leader never accrued u1: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        series(&second, &admin, seconds, "sandbox=\"u1\"").await,
+        Vec::<String>::new(),
+        "a follower accrues usage"
+    );
+    let snapshots = series(
+        &first,
+        &admin,
+        "sbx_usage_snapshot_gib_seconds_total",
+        "namespace=\"us-ns\"",
+    )
+    .await;
+    assert!(
+        snapshots.len() == 1 && snapshots[0].contains("backend=\"kata-qemu-longhorn\""),
+        "{snapshots:?}"
+    );
+
+    // The leader goes; the other replica takes over, rewrites the status at once (without
+    // waiting for the next 60 s round) and accrues from then on.
+    first.kill9();
+    until_leading(&client, &second).await;
+    let started = Instant::now();
+    loop {
+        let object = tenants(&client).get("usage").await.unwrap();
+        if object.data["status"]["usage"]["sandboxes"] == "2" {
+            assert_eq!(object.data["status"]["usage"]["vcpu"], "1000m");
+            assert_eq!(object.data["status"]["usage"]["memory"], "256Mi");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the new leader did not refresh the status: {:?}",
+            object.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (header, row) = kubectl_table("usage");
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(
+        columns,
+        [
+            "NAME",
+            "NAMESPACES",
+            "SANDBOXES",
+            "VCPU",
+            "MEMORY",
+            "DISK",
+            "SNAPSHOTS",
+            "AGE"
+        ]
+    );
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..5],
+        ["usage", "[\"us-ns\"]", "2", "1000m", "256Mi"],
+        "{row}"
+    );
+    let started = Instant::now();
+    while series(&second, &admin, seconds, "sandbox=\"u1\"")
+        .await
+        .iter()
+        .all(|l| value(l) == 0.0)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the new leader never accrued u1"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let (status, body) = call(
+        &second,
+        &admin,
+        M::DELETE,
+        "/api/v1/tenants/usage?cascade=true",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
