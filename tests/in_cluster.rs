@@ -277,6 +277,191 @@ async fn egress_is_metered_from_the_kubelet() {
     }
 }
 
+/// kql's root volume carries data through every snapshot path (issue 14): the test cluster's
+/// CSI driver (StorageClass and VolumeSnapshotClass `longhorn`: volumes are directories on the
+/// node, snapshots copies, `scripts/k8s-testenv`) behind the real external-provisioner,
+/// csi-snapshotter and snapshot-controller. A file written before a named snapshot is in its
+/// restore and one written after is not; a fork has what its source had, and neither sees
+/// the other's later writes; pause with a snapshot then restore keeps the files; GC removes
+/// only fork leftovers; snapshotStorage counts the sizes the driver reports.
+#[tokio::test]
+async fn volumes_carry_data_through_snapshots_forks_and_restores() {
+    use reqwest::Method as M;
+    let s = Scenario::new("data").await;
+    let ns = s.namespace.clone();
+    let post = |path: String, body: serde_json::Value| {
+        let (url, token) = (s.deployed.url.clone(), s.token.clone());
+        async move { common::call_at(&url, &token, M::POST, &path, Some(body)).await }
+    };
+    let tenant = format!("{ns}-t");
+    let (status, body) = post(
+        "/api/v1/tenants".into(),
+        serde_json::json!({"name": tenant, "spec": {"namespaces": [ns]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let _tenant = TenantGone {
+        kubectl: s.deployed.kubectl.clone(),
+        name: tenant.clone(),
+    };
+    s.client
+        .create_sandbox(&s.request("src", &s.busybox()))
+        .await
+        .unwrap();
+    s.running("src").await;
+    let write = "echo before > /workspace/a && dd if=/dev/urandom of=/workspace/blob bs=1M count=8 2>/dev/null && md5sum /workspace/blob";
+    let (code, sum) = s.exec("src", write).await;
+    assert_eq!(code, 0, "{sum}");
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/snapshot".into(),
+        serde_json::json!({"snapshot_name": "snap1", "namespace": ns}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(s.exec("src", "echo after > /workspace/b").await.0, 0);
+
+    // The restore of snap1: the file and the blob from before it, not the one after.
+    let (status, body) = post(
+        "/api/v1/snapshots/snap1/restore".into(),
+        serde_json::json!({"new_sandbox_name": "restored", "namespace": ns}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("restored").await;
+    let files = "cat /workspace/a; md5sum /workspace/blob; ls /workspace";
+    let (_, seen) = s.exec("restored", files).await;
+    assert_eq!(seen, format!("before\n{sum}a\nblob\n"));
+
+    // A fork has everything written before it; afterwards neither sees the other's writes.
+    let (status, body) = post(
+        "/api/v1/sandboxes/src/fork".into(),
+        serde_json::json!({"new_name": "fork", "namespace": ns}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("fork").await;
+    assert_eq!(
+        s.exec("fork", "cat /workspace/a /workspace/b").await,
+        (0, "before\nafter\n".into())
+    );
+    assert_eq!(s.exec("fork", "echo mine > /workspace/c").await.0, 0);
+    assert_eq!(s.exec("src", "echo later > /workspace/d").await.0, 0);
+    assert_eq!(s.exec("src", "ls /workspace").await.1, "a\nb\nblob\nd\n");
+    assert_eq!(s.exec("fork", "ls /workspace").await.1, "a\nb\nblob\nc\n");
+
+    // Pause with a snapshot, then restore it: the files are kept.
+    s.client
+        .pause_sandbox(
+            "src",
+            &PauseRequest {
+                namespace: Some(ns.clone()),
+                snapshot: Some("paused".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let (status, body) = post(
+        "/api/v1/snapshots/paused/restore".into(),
+        serde_json::json!({"new_sandbox_name": "resumed", "namespace": ns}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("resumed").await;
+    let (_, seen) = s
+        .exec(
+            "resumed",
+            "cat /workspace/a /workspace/b /workspace/d; md5sum /workspace/blob",
+        )
+        .await;
+    assert_eq!(seen, format!("before\nafter\nlater\n{sum}"));
+
+    // GC: a fork snapshot left behind (as by a fork cut short) goes; named and pause ones stay.
+    let leftover = serde_json::json!({
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+        "metadata": {"name": "src-fork-1", "namespace": ns,
+                     "labels": {"app.kubernetes.io/managed-by": "sbx", "sbx.io/sandbox": "src"},
+                     "annotations": {"sbx.io/kind": "fork", "sbx.io/source-sandbox": "src"}},
+        "spec": {"volumeSnapshotClassName": "longhorn",
+                 "source": {"persistentVolumeClaimName": "src-root-lh"}}});
+    let file = std::env::temp_dir().join(format!("sbx-leftover-{}.json", std::process::id()));
+    std::fs::write(&file, leftover.to_string()).unwrap();
+    kubectl(
+        &s.deployed.kubectl,
+        &["apply", "-f", file.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(&file);
+    let (status, body) = post(
+        "/api/v1/snapshots/gc".into(),
+        serde_json::json!({"namespace": ns, "keep_fork_for": "0s"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let deleted: Vec<&str> = body["data"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["deleted"] == true)
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted, ["src-fork-1"], "{body}");
+    let (status, body) = common::call_at(
+        &s.deployed.url,
+        &s.token,
+        M::GET,
+        &format!("/api/v1/snapshots?namespace={ns}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut names: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["paused", "snap1"], "{body}");
+
+    // snapshotStorage counts the sizes the driver reports: snap1 and paused hold the 8 MiB
+    // blob each; a quota below that refuses the next snapshot.
+    let size = |name: &str| {
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["size_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(size("snap1") >= 8 << 20, "{body}");
+    assert!(size("paused") >= 8 << 20, "{body}");
+    let (status, body) = common::call_at(
+        &s.deployed.url,
+        &s.token,
+        M::PATCH,
+        &format!("/api/v1/tenants/{tenant}"),
+        Some(serde_json::json!({"spec": {"quotas": {"snapshotStorage": "12Mi"}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(
+        "/api/v1/sandboxes/fork/snapshot".into(),
+        serde_json::json!({"snapshot_name": "one-more", "namespace": ns}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+    let tenant_now = s.client.get_tenant(&tenant).await.unwrap();
+    let stored = sbx::shared::quantity::Quantity::parse(&tenant_now.status.usage.snapshot_storage)
+        .unwrap()
+        .value_ceil();
+    assert!(stored >= 16 << 20, "{:?}", tenant_now.status);
+}
+
 /// What a user sees when a sandbox cannot run: the kubelet's reasons in `error_message`.
 #[tokio::test]
 async fn failures_say_why() {
