@@ -217,3 +217,72 @@ async fn status_and_usage_are_the_leaders() {
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// Issue 14, defect 4 on Kubernetes: a kql sandbox's root volume counts against the `disk`
+/// quota (as the backstop ResourceQuota's `requests.storage` counts it), and a sandbox with no
+/// size for a quota'd resource is refused rather than counted as nothing.
+#[tokio::test]
+async fn quotas_count_what_a_sandbox_holds() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["qs-ns"]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "qs", "spec": {"namespaces": ["qs-ns"],
+                    "quotas": {"vcpu": "2", "disk": "15Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let create = |name: &str, limits: Value| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        let body = json!({"name": name, "namespace": "qs-ns", "image": "busybox",
+                          "backend": "kata-qemu-longhorn", "limits": limits});
+        async move { call(daemon, &admin, M::POST, "/api/v1/sandboxes", Some(body)).await }
+    };
+    let (status, body) = create("bare", json!({})).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("vcpu quota"),
+        "{body}"
+    );
+    // The first kql sandbox's 10Gi root volume fits 15Gi; a second one does not.
+    let (status, body) = create("one", json!({"cpu": "500m"})).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = create("two", json!({"cpu": "500m"})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("disk"),
+        "{body}"
+    );
+    let quota: Api<ResourceQuota> = Api::namespaced(client.clone(), "qs-ns");
+    let hard = quota
+        .get("sbx-tenant-quota")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .hard
+        .unwrap();
+    assert_eq!(hard["requests.storage"].0, "15Gi");
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::DELETE,
+        "/api/v1/tenants/qs?cascade=true",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -85,10 +85,11 @@ impl Kubelets {
                 "the Kubernetes credentials have no bearer token: egress_bytes is not metered"
             );
         }
-        Kubelets {
-            http: builder.build().unwrap_or_default(),
-            token,
-        }
+        let http = builder.build().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "kubelet client: the cluster's CA is not usable; egress_bytes is not metered");
+            reqwest::Client::default()
+        });
+        Kubelets { http, token }
     }
 
     fn token(&self) -> Option<String> {
