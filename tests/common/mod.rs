@@ -463,7 +463,9 @@ pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> Strin
         .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name}: {e}"));
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(24 * 3600),
+            // A test process lasts minutes: two hours is plenty, and the token dies sooner
+            // with its cluster anyway.
+            expiration_seconds: Some(2 * 3600),
             ..Default::default()
         }),
         ..Default::default()
@@ -481,7 +483,12 @@ pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> Strin
     config["users"] =
         serde_yaml_ng::from_str(&format!("[{{name: {name}, user: {{token: {token}}}}}]")).unwrap();
     config["contexts"][0]["context"]["user"] = name.into();
-    let dir = std::env::temp_dir().join(format!("sbx-tests-{}", std::process::id()));
+    // Beside the cluster's own kubeconfig, in its state dir: `scripts/k8s-testenv stop`
+    // removes the tokens with the cluster they are valid for.
+    let dir = std::path::Path::new(&kubeconfig())
+        .parent()
+        .expect("the kubeconfig's directory")
+        .join(format!("test-tokens/{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{namespace}-{name}.kubeconfig"));
     std::fs::write(&path, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
