@@ -258,8 +258,9 @@ func (c *controller) CreateVolume(_ context.Context, req *csi.CreateVolumeReques
 	var err error
 	if from != "" {
 		err = copyTree(from, dir)
-	} else {
-		err = os.Mkdir(dir, 0o755)
+	} else if err = os.Mkdir(dir, 0o755); err == nil {
+		// As a fresh filesystem's root: whatever umask the driver runs with.
+		err = os.Chmod(dir, 0o755)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
