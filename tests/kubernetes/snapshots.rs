@@ -2,10 +2,10 @@
 use super::*;
 
 /// Snapshots are VolumeSnapshots of the root PVC with the `sbx.io/*` annotations; a fork is a
-/// PVC cloned from one (KWOK plays the CSI driver: PVCs bind and snapshots become ready, except
-/// a PVC cloned from a snapshot named `never-binds`, which stays Pending); a restore rebuilds
-/// the sandbox from the annotations with its overrides; GC deletes leftover fork snapshots;
-/// one replica holds the leader Lease.
+/// PVC cloned from one (the test cluster's CSI driver and sidecars: PVCs bind and snapshots
+/// become ready, except a PVC cloned from a snapshot named `never-binds`, the driver's injected
+/// fault, which stays Pending); a restore rebuilds the sandbox from the annotations with its
+/// overrides; GC deletes leftover fork snapshots; one replica holds the leader Lease.
 #[tokio::test]
 async fn snapshots_are_volume_snapshots() {
     use reqwest::Method as M;
