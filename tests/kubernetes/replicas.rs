@@ -122,7 +122,7 @@ async fn quotas_hold_across_replicas() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // On the other replica, once it has read the new tenant (tenants are re-read every 5 s).
+    // On the other replica, once it has seen the new tenant (it watches the Tenant objects).
     let snapq = "/api/v1/tenants/snapq";
     eventually(
         || get_status(&second, &admin, snapq),

@@ -318,6 +318,12 @@ pub trait TenantStore: Send + Sync {
         Ok(HeldLock::none())
     }
 
+    /// A counter that moves whenever the stored tenants may have changed (a watch), when the
+    /// store can tell; `None`: the tenant service re-reads them on a timer.
+    fn tenant_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
     /// Whether this replica runs the cluster-wide periodic work (the scheduled GC sweep, the
     /// tenant status refresh): the holder of the leader Lease; always, with one replica.
     fn is_leader(&self) -> bool {

@@ -24,8 +24,11 @@ use crate::shared::timestamp::now_unix;
 
 /// How often `status.usage` is recomputed (spec: every 60 seconds).
 pub const STATUS_REFRESH: Duration = Duration::from_secs(60);
-/// How often the tenants are read again from the store (other replicas' writes).
+/// How often the tenants are read again from a store that cannot say when they change (and
+/// how often the leader checks whether the status refresh is due).
 pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
+/// How often they are read again anyway from a store that can (a safety net).
+pub const RESYNC_EVERY: Duration = Duration::from_secs(60);
 
 /// What a request does to a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,14 +380,32 @@ impl TenantService {
         }
     }
 
-    /// Reloads the tenants every [`RELOAD_EVERY`] so that another replica's writes show and,
-    /// while this replica leads, rewrites every tenant's `status` every [`STATUS_REFRESH`]
-    /// (tenant rule 4; at once when it becomes the leader).
+    /// Re-reads the tenants whenever the store says they changed (a watch on Kubernetes; every
+    /// [`RESYNC_EVERY`] besides) or, from a store that cannot say, every [`RELOAD_EVERY`], so
+    /// that another replica's writes show; and, while this replica leads, rewrites every
+    /// tenant's `status` every [`STATUS_REFRESH`] (tenant rule 4; at once when it becomes the
+    /// leader).
     pub async fn status_loop(self: Arc<Self>) {
-        let mut reload = tokio::time::interval(RELOAD_EVERY);
-        reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = self.tenancy.tenant_changes();
+        let mut tick = tokio::time::interval(RELOAD_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reloaded = Instant::now();
         loop {
-            reload.tick().await;
+            let changed = match changes.as_mut() {
+                Some(watch) => tokio::select! {
+                    changed = watch.changed() => {
+                        if changed.is_err() {
+                            changes = None;
+                        }
+                        true
+                    }
+                    _ = tick.tick() => false,
+                },
+                None => {
+                    tick.tick().await;
+                    true
+                }
+            };
             if self.tenancy.is_leader() {
                 let due = self
                     .refreshed
@@ -399,8 +420,11 @@ impl TenantService {
             } else {
                 *self.refreshed.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
-            if let Err(e) = self.reload().await {
-                tracing::warn!(error = %e.message, "tenant reload failed");
+            if changed || reloaded.elapsed() >= RESYNC_EVERY {
+                reloaded = Instant::now();
+                if let Err(e) = self.reload().await {
+                    tracing::warn!(error = %e.message, "tenant reload failed");
+                }
             }
         }
     }

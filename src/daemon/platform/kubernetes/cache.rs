@@ -15,6 +15,48 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 
+/// A watch that only says "changed": its counter moves on every change of the watched objects
+/// and after every relist that follows a broken watch, so that a reader of the store re-reads
+/// it within the watch's delay instead of polling the API server.
+pub struct Changes {
+    changes: tokio::sync::watch::Receiver<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Changes {
+    /// Starts watching what `api` and `config` select; `what` names it in the log.
+    pub fn start<K>(api: Api<K>, config: watcher::Config, what: &'static str) -> Changes
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    {
+        let (bump, changes) = tokio::sync::watch::channel(0u64);
+        let task = tokio::spawn(async move {
+            let mut events = watcher::watcher(api, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(Event::Init | Event::InitApply(_)) => {}
+                    Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => {
+                        bump.send_modify(|v| *v += 1)
+                    }
+                    Err(e) => tracing::warn!(what, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        Changes { changes, task }
+    }
+
+    /// A receiver of the counter.
+    pub fn receiver(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.clone()
+    }
+}
+
+impl Drop for Changes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// How long a write waits for the cache to show it before going on without.
 const SETTLE: Duration = Duration::from_secs(2);
 

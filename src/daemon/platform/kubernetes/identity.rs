@@ -1,51 +1,9 @@
 //! The Kubernetes platform's identity seam: API keys as labelled Secrets, role bindings in a
 //! ConfigMap, the first admin token in a Secret.
 use async_trait::async_trait;
-use futures_util::StreamExt;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 
 use super::*;
 use crate::daemon::platform::IdentityStore;
-
-/// A watch of the keys Secret: its counter moves on every change of it, and after every
-/// relist that follows a broken watch, so that every replica re-reads the keys within the
-/// watch's delay (a revoked key stops working on all of them well within the contract's
-/// 5 s) without polling the API server.
-pub(super) struct KeyWatch {
-    changes: tokio::sync::watch::Receiver<u64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl KeyWatch {
-    /// Starts watching `SYSTEM_NAMESPACE/KEYS_SECRET` (RBAC: list and watch of that name).
-    pub(super) fn start(client: kube::Client) -> KeyWatch {
-        let api: Api<Secret> = Api::namespaced(client, SYSTEM_NAMESPACE);
-        let (bump, changes) = tokio::sync::watch::channel(0u64);
-        let config = watcher::Config::default().fields(&format!("metadata.name={KEYS_SECRET}"));
-        let task = tokio::spawn(async move {
-            let mut events = watcher::watcher(api, config).default_backoff().boxed();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(Event::Init | Event::InitApply(_)) => {}
-                    Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) => {
-                        bump.send_modify(|v| *v += 1)
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watch of the keys Secret failed; retrying")
-                    }
-                }
-            }
-        });
-        KeyWatch { changes, task }
-    }
-}
-
-impl Drop for KeyWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 #[async_trait]
 impl IdentityStore for KubernetesPlatform {
@@ -163,7 +121,7 @@ impl IdentityStore for KubernetesPlatform {
     }
 
     fn key_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.key_watch.changes.clone())
+        Some(self.key_changes.receiver())
     }
 
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String> {

@@ -195,8 +195,12 @@ pub struct KubernetesPlatform {
     snapshot_cache: cache::Cache<DynamicObject>,
     /// The kubelets' stats summaries (bytes each sandbox sent).
     kubelets: kubelet::Kubelets,
-    /// The watch of the keys Secret.
-    key_watch: identity::KeyWatch,
+    /// The watch of the keys Secret (RBAC: list and watch of that name only): a key made or
+    /// revoked on one replica works or stops on every other within the watch's delay.
+    key_changes: cache::Changes,
+    /// The watch of the Tenant objects: a tenant made on one replica governs the others at
+    /// once.
+    tenant_changes: cache::Changes,
 }
 
 /// How long a read of the node dedications is reused (another replica's change shows
@@ -260,7 +264,17 @@ impl KubernetesPlatform {
                 objects::snapshots::resource(),
             ),
             kubelets,
-            key_watch: identity::KeyWatch::start(client.clone()),
+            key_changes: cache::Changes::start(
+                Api::<Secret>::namespaced(client.clone(), SYSTEM_NAMESPACE),
+                kube::runtime::watcher::Config::default()
+                    .fields(&format!("metadata.name={KEYS_SECRET}")),
+                "the keys Secret",
+            ),
+            tenant_changes: cache::Changes::start(
+                Api::<objects::tenants::TenantObject>::all(client.clone()),
+                kube::runtime::watcher::Config::default(),
+                "Tenants",
+            ),
             client,
             touched: Mutex::new(HashMap::new()),
             dedications: Mirror::new(),

@@ -154,9 +154,9 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "sbx.io",
         "tenants",
-        &["get", "list", "create", "update", "delete"],
+        &["get", "list", "watch", "create", "update", "delete"],
         Scope::Cluster,
-        "tenants are `Tenant` objects (the CRD in `deploy/crds/`)",
+        "tenants are `Tenant` objects (the CRD in `deploy/crds/`), watched so that every replica applies a change at once",
     ),
     rule(
         "sbx.io",

@@ -284,6 +284,10 @@ impl TenantStore for KubernetesPlatform {
         lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
     }
 
+    fn tenant_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.tenant_changes.receiver())
+    }
+
     fn is_leader(&self) -> bool {
         self.leader.leading()
     }
