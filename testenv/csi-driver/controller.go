@@ -413,8 +413,9 @@ func (c *controller) snapshot(s *snapshotMeta) *csi.Snapshot {
 }
 
 // CreateSnapshot copies the volume's directory; the snapshot's size is the bytes of the copy
-// (`du -sb`), so a VolumeSnapshot's restoreSize is what its data takes, never more than the
-// source volume's capacity needs.
+// (`du -sb`), so a VolumeSnapshot's restoreSize is what its data takes (what a quota on
+// snapshot storage should count). A restore must ask for at least that, which one of the
+// source's size always does.
 func (c *controller) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	name, source := req.GetName(), req.GetSourceVolumeId()
 	if name == "" {
