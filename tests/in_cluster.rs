@@ -296,7 +296,10 @@ async fn volumes_carry_data_through_snapshots_forks_and_restores() {
     let tenant = format!("{ns}-t");
     let (status, body) = post(
         "/api/v1/tenants".into(),
-        serde_json::json!({"name": tenant, "spec": {"namespaces": [ns]}}),
+        // 12Mi of snapshots: room for two snapshots of the 8 MiB below (the check is on what
+        // is stored before each), not for a third.
+        serde_json::json!({"name": tenant, "spec": {"namespaces": [ns],
+                           "quotas": {"snapshotStorage": "12Mi"}}}),
     )
     .await;
     assert_eq!(status, 201, "{body}");
@@ -423,7 +426,7 @@ async fn volumes_carry_data_through_snapshots_forks_and_restores() {
     assert_eq!(names, ["paused", "snap1"], "{body}");
 
     // snapshotStorage counts the sizes the driver reports: snap1 and paused hold the 8 MiB
-    // blob each; a quota below that refuses the next snapshot.
+    // blob each, above the 12Mi quota, which refuses the next snapshot.
     let size = |name: &str| {
         body["data"]
             .as_array()
@@ -436,15 +439,6 @@ async fn volumes_carry_data_through_snapshots_forks_and_restores() {
     };
     assert!(size("snap1") >= 8 << 20, "{body}");
     assert!(size("paused") >= 8 << 20, "{body}");
-    let (status, body) = common::call_at(
-        &s.deployed.url,
-        &s.token,
-        M::PATCH,
-        &format!("/api/v1/tenants/{tenant}"),
-        Some(serde_json::json!({"spec": {"quotas": {"snapshotStorage": "12Mi"}}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
     let (status, body) = post(
         "/api/v1/sandboxes/fork/snapshot".into(),
         serde_json::json!({"snapshot_name": "one-more", "namespace": ns}),
@@ -455,11 +449,32 @@ async fn volumes_carry_data_through_snapshots_forks_and_restores() {
         (403, Some("QuotaExceeded")),
         "{body}"
     );
-    let tenant_now = s.client.get_tenant(&tenant).await.unwrap();
-    let stored = sbx::shared::quantity::Quantity::parse(&tenant_now.status.usage.snapshot_storage)
-        .unwrap()
-        .value_ceil();
-    assert!(stored >= 16 << 20, "{:?}", tenant_now.status);
+    // The tenant's status says so once a spec change has it rewritten (any replica may
+    // answer the read: each shows what the store holds).
+    let (status, body) = common::call_at(
+        &s.deployed.url,
+        &s.token,
+        M::PATCH,
+        &format!("/api/v1/tenants/{tenant}"),
+        Some(serde_json::json!({"spec": {"quotas": {"snapshotStorage": "1Gi"}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let started = Instant::now();
+    loop {
+        let status = s.client.get_tenant(&tenant).await.unwrap().status;
+        let stored = sbx::shared::quantity::Quantity::parse(&status.usage.snapshot_storage)
+            .unwrap()
+            .value_ceil();
+        if status.observed_generation == 2 && stored >= 16 << 20 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the tenant's status: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// What a user sees when a sandbox cannot run: the kubelet's reasons in `error_message`.
