@@ -36,6 +36,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -s v -l verbose -d 'More detail on
 complete -c sbx -n "__fish_sbx_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_needs_command" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
@@ -66,6 +67,23 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -s q -l quiet -d 'Print o
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l listen -d 'Address to listen on' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l node-name -d 'Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l disk-pool -d 'Where the k7d XFS disk pool is mounted on the host' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l thin-pool -d 'The kata thin pool to report, as VG/LV [default: the first thin pool `lvs` lists]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l host-root -d 'Where the host\'s root file system is mounted when the agent runs in a container (deploy/agent.yaml: /host, with mount propagation from the host): pools are read under it and the host\'s `lvs` runs chrooted there [default: the agent runs on the host itself]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l caller -d 'Service account allowed to call, NAMESPACE/NAME (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand agent" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l data-dir -d 'The daemon\'s data dir, for --bootstrap [default: as sbx serve]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
@@ -872,20 +890,21 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'

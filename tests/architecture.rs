@@ -48,7 +48,12 @@ fn offences(dir: &str, forbidden: &[&str]) -> Vec<String> {
 fn shared_imports_neither_side() {
     let found = offences(
         "src/shared",
-        &["crate::daemon", "crate::cli", "crate::runtime"],
+        &[
+            "crate::daemon",
+            "crate::cli",
+            "crate::runtime",
+            "crate::agent",
+        ],
     );
     assert!(found.is_empty(), "{found:#?}");
 }
@@ -56,6 +61,12 @@ fn shared_imports_neither_side() {
 #[test]
 fn the_runtime_is_its_own_room() {
     let found = offences("src/runtime", &["crate::daemon", "crate::cli"]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn the_agent_is_its_own_room() {
+    let found = offences("src/agent", &["crate::daemon", "crate::cli"]);
     assert!(found.is_empty(), "{found:#?}");
 }
 

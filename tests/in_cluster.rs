@@ -222,22 +222,43 @@ async fn egress_is_metered_from_the_kubelet() {
         .as_ref()
         .and_then(|st| st.pod_ip.clone())
         .unwrap();
+    // busybox nc exits when either side closes: the sink's stdin is a pipe that stays open,
+    // and it writes down what it received. Everything it holds is redirected, so that the
+    // exec ends while it runs.
     let (code, out) = s
         .exec(
             "sink",
-            "nc -lk -p 9000 >/dev/null 2>&1 </dev/null & echo listening",
+            "sh -c 'sleep 300 | nc -l -p 9000 | wc -c > /tmp/got' </dev/null >/dev/null 2>&1 & echo listening",
         )
         .await;
     assert_eq!((code, out.as_str()), (0, "listening\n"));
+    // The sender counts what left its eth0 (the listener may take a moment to start).
     let (code, out) = s
         .exec(
             "sender",
             &format!(
-                "dd if=/dev/zero bs=64k count=64 2>/dev/null | nc -w 2 {sink_ip} 9000; echo sent"
+                "tx() {{ cat /sys/class/net/eth0/statistics/tx_bytes; }}; before=$(tx); \
+                 for i in 1 2 3 4 5 6 7 8 9 10; do \
+                 dd if=/dev/zero bs=64k count=64 2>/dev/null | nc -w 5 {sink_ip} 9000 && break; \
+                 sleep 1; done; echo $(( $(tx) - before ))"
             ),
         )
         .await;
-    assert_eq!((code, out.as_str()), (0, "sent\n"));
+    assert_eq!(code, 0, "{out}");
+    let sent: u64 = out.trim().parse().unwrap_or_else(|_| panic!("{out}"));
+    assert!(sent >= 4 << 20, "the sender's eth0 sent {sent} bytes");
+    let started = Instant::now();
+    loop {
+        let (_, got) = s.exec("sink", "cat /tmp/got 2>/dev/null").await;
+        if got.trim() == (4 << 20).to_string() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the sink received {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let series = |ip: String, token: String, namespace: String| async move {
         let text = reqwest::Client::new()
             .get(format!("http://{ip}:8080/metrics"))
@@ -794,4 +815,58 @@ async fn the_cli_quick_start_works_through_the_service() {
     assert!(sbx(&["sandbox", "list", "-n", ns], None).contains("demo"));
     sbx(&["sandbox", "logs", "demo", "-n", ns, "--tail", "20"], None);
     sbx(&["sandbox", "delete", "demo", "-n", ns], None);
+}
+
+/// The real node's storage pools, as its agent (the DaemonSet of `deploy/agent.yaml`,
+/// privileged in the host's network namespace, the host's / at /host) reads them and the
+/// service asks it with its projected token (issue 15): a real XFS pool on a loop device at
+/// the path the overlay gives the agent, a real LVM volume group on another (with the thin
+/// pool where the kernel has device-mapper); the KWOK nodes run no agent.
+#[tokio::test]
+async fn node_storage_comes_from_the_agent_on_the_real_node() {
+    use common::pools::{LvmGroup, XfsPool};
+    let s = Scenario::new("storage").await;
+    let disk_pool = in_cluster::agent_disk_pool();
+    let xfs = XfsPool::at(&disk_pool);
+    let lvm = LvmGroup::new(&in_cluster::agent_volume_group());
+    let (status, body) = common::call_at(
+        &s.deployed.url,
+        &s.token,
+        reqwest::Method::GET,
+        "/api/v1/nodes/storage",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let real = &body["data"][std::env::var("SBX_TEST_REAL_NODE").unwrap()];
+    let disks = &real["k7d_disks"];
+    assert_eq!(disks["path"], disk_pool.display().to_string(), "{body}");
+    let size = disks["size_bytes"].as_u64().unwrap_or_default();
+    assert!((250 << 20..=320 << 20).contains(&size), "{body}");
+    let thin = &real["kata_thinpool"];
+    if lvm.has_thin_pool {
+        assert_eq!(thin["lv"], "pool", "{body}");
+        assert_eq!(thin["vg"], lvm.vg.as_str(), "{body}");
+    } else {
+        // The host's lvs ran (chrooted to /host; not "not installed"): no device-mapper in
+        // this kernel, so the group has no thin pool.
+        assert_eq!(
+            thin["error"],
+            format!(
+                "no kata thin-pool: LVM has no thin pool {}/pool here",
+                lvm.vg
+            ),
+            "{body}"
+        );
+    }
+    for node in ["node-1", "node-2"] {
+        assert!(
+            body["data"][node]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no sbx agent runs on this node")),
+            "{body}"
+        );
+    }
+    drop(xfs);
+    let _ = std::fs::remove_dir_all(disk_pool.parent().unwrap());
 }

@@ -3,53 +3,13 @@
 //! Needs root, xfsprogs and the loopback registry.
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::pools::XfsPool;
 use common::sbxd::{self, TestNet};
 use common::{Daemon, call, cli, key};
 use sbx::shared::models::sandbox::{CreateSandboxRequest, SandboxStatus};
 use serde_json::{Value, json};
-
-/// A 320 MiB XFS file system on a loop file, mounted; unmounted on drop.
-struct XfsPool {
-    mount_point: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl XfsPool {
-    fn new() -> XfsPool {
-        let dir = tempfile::tempdir().unwrap();
-        let image = dir.path().join("pool.img");
-        let file = std::fs::File::create(&image).unwrap();
-        file.set_len(320 << 20).unwrap();
-        let ok = Command::new("mkfs.xfs")
-            .arg("-q")
-            .arg(&image)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mkfs.xfs");
-        let mount_point = dir.path().join("disks");
-        std::fs::create_dir(&mount_point).unwrap();
-        let ok = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&image)
-            .arg(&mount_point)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mount -o loop");
-        XfsPool {
-            mount_point,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for XfsPool {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mount_point).status();
-    }
-}
 
 fn hostname() -> String {
     nix::unistd::gethostname().unwrap().into_string().unwrap()

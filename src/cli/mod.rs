@@ -106,9 +106,9 @@ pub fn report(error: &anyhow::Error) {
 fn init_tracing(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let default = match (&cli.command, cli.global.verbose) {
-        (Command::Serve(_), 0) => "info",
-        (Command::Serve(_), 1) => "info,sbx=debug",
-        (Command::Serve(_), _) => "debug",
+        (Command::Serve(_) | Command::Agent(_), 0) => "info",
+        (Command::Serve(_) | Command::Agent(_), 1) => "info,sbx=debug",
+        (Command::Serve(_) | Command::Agent(_), _) => "debug",
         (_, 0) => "warn",
         (_, 1) => "warn,sbx=debug",
         (_, _) => "debug",
@@ -132,7 +132,8 @@ pub fn main() -> ExitCode {
     if let Command::Shim(args) = &cli.command {
         return ExitCode::from(crate::runtime::shim::run(args).clamp(0, 255) as u8);
     }
-    if !matches!(cli.command, Command::Serve(_)) {
+    let daemon = matches!(cli.command, Command::Serve(_) | Command::Agent(_));
+    if !daemon {
         // A client command whose reader goes away (`sbx key list | head -1`) ends quietly, as
         // `cat` does, instead of failing on the next write. The daemon keeps Rust's default
         // (SIGPIPE ignored): a client hanging up must never stop it.
@@ -142,7 +143,7 @@ pub fn main() -> ExitCode {
         }
     }
     init_tracing(&cli);
-    let runtime = if matches!(cli.command, Command::Serve(_)) {
+    let runtime = if daemon {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -176,6 +176,22 @@ pub struct KubernetesSettings {
     pub sandbox_node_selector: std::collections::BTreeMap<String, String>,
     /// Taints sandboxes tolerate, beside their tenant's dedication taint.
     pub sandbox_tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    /// Where the nodes' agents are found and how they are called.
+    pub agents: AgentSettings,
+}
+
+/// How `sbx serve` reaches the nodes' agents (`sbx agent`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    /// Namespace of the agents' Pods (only Pods there, labelled as agents, are called).
+    pub namespace: String,
+    /// The port they listen on, on their Pod's address.
+    pub port: u16,
+    /// The service's ServiceAccount token for the agents' audience (a projected volume),
+    /// read again on every call: the kubelet rotates it.
+    pub token_file: std::path::PathBuf,
+    /// How long one agent may take to answer.
+    pub timeout: std::time::Duration,
 }
 
 impl KubernetesConfig {
@@ -194,12 +210,30 @@ impl KubernetesConfig {
         if self.dind_image.trim().is_empty() {
             return Err("kubernetes.dindImage must not be empty".into());
         }
+        let agent_timeout = crate::shared::duration::parse_duration(&self.agent_timeout)
+            .map_err(|e| format!("kubernetes.agentTimeout: {e}"))?;
+        if agent_timeout.is_zero() {
+            return Err("kubernetes.agentTimeout must be positive".into());
+        }
+        if self.agent_port == 0 {
+            return Err("kubernetes.agentPort must be a port number".into());
+        }
+        crate::shared::names::validate_dns_label(
+            "kubernetes.agentNamespace",
+            &self.agent_namespace,
+        )?;
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
             dind_image: self.dind_image.trim().to_string(),
             sandbox_node_selector: self.sandbox_node_selector.clone(),
             sandbox_tolerations: self.sandbox_tolerations.clone(),
+            agents: AgentSettings {
+                namespace: self.agent_namespace.clone(),
+                port: self.agent_port,
+                token_file: self.agent_token_file.clone(),
+                timeout: agent_timeout,
+            },
         })
     }
 }
@@ -228,6 +262,16 @@ pub struct KubernetesConfig {
     /// Tolerations of every sandbox's Pod, as Kubernetes writes them (`key`, `operator`,
     /// `value`, `effect`), e.g. for nodes tainted for sandboxes only; none by default.
     pub sandbox_tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
+    /// Namespace of the nodes' agents (default `sbx-agent`, as `deploy/agent.yaml`).
+    pub agent_namespace: String,
+    /// Port the agents listen on (default 8091).
+    pub agent_port: u16,
+    /// The service's token for the agents (default
+    /// `/var/run/secrets/sbx.io/agent/token`, the projected volume of `deploy/`).
+    pub agent_token_file: PathBuf,
+    /// How long one agent may take to answer (default `3s`); a slower node is reported as
+    /// an error entry, the others are not held up.
+    pub agent_timeout: String,
 }
 
 impl Default for KubernetesConfig {
@@ -238,6 +282,10 @@ impl Default for KubernetesConfig {
             dind_image: "docker:27-dind".into(),
             sandbox_node_selector: Default::default(),
             sandbox_tolerations: Vec::new(),
+            agent_namespace: "sbx-agent".into(),
+            agent_port: crate::shared::agent::DEFAULT_PORT,
+            agent_token_file: PathBuf::from("/var/run/secrets/sbx.io/agent/token"),
+            agent_timeout: "3s".into(),
         }
     }
 }

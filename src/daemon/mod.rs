@@ -122,7 +122,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
     let meter = tokio::spawn(state.metering.clone().accrue_loop());
     let result = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(crate::shared::signals::terminated())
         .await;
     refresher.abort();
     sweeper.abort();
@@ -131,19 +131,4 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::warn!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
 }

@@ -13,6 +13,7 @@ pub mod overlay;
 pub mod process;
 pub mod runc;
 pub mod shim;
+pub mod storage;
 
 /// A failure of the runtime.
 #[derive(Debug, thiserror::Error)]

@@ -21,3 +21,13 @@ pub async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Ve
     }
     (kept, truncated)
 }
+
+/// The innermost cause of an error, which for transport errors is the useful part
+/// ("Connection refused"), without the URL.
+pub fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &(dyn std::error::Error + 'static) = error;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}

@@ -1,4 +1,5 @@
 //! Wire types and value formats shared by the daemon and the CLI; imports neither side.
+pub mod agent;
 pub mod capabilities;
 pub mod duration;
 pub mod egress;
@@ -9,4 +10,5 @@ pub mod models;
 pub mod names;
 pub mod paths;
 pub mod quantity;
+pub mod signals;
 pub mod timestamp;

@@ -4,8 +4,10 @@
 //! and RBAC of `deploy/`, reached through their Service's ClusterIP (kube-proxy on this host).
 //! The overlay changes only what this cluster needs: the image built from this tree, the
 //! replicas and the sandboxes placed on the real node (its label and taint), a shorter fork
-//! timeout. Deployed once per test process; `scripts/k8s-testenv stop` removes it with the
-//! cluster.
+//! timeout, and where the agent finds the node's pools (paths of this test process: see
+//! [`agent_disk_pool`]). The real node is labelled `sbx.io/agent=true`, as an operator labels
+//! the nodes that run sandboxes, so the agent DaemonSet runs there. Deployed once per test
+//! process; `scripts/k8s-testenv stop` removes it with the cluster.
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -22,6 +24,17 @@ pub struct Deployed {
     pub url: String,
     /// The kubectl of the test environment.
     pub kubectl: String,
+}
+
+/// Where the agent on the real node looks for the k7d disk pool (a path of the host, which the
+/// tests mount).
+pub fn agent_disk_pool() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sbx-agent-{}/disks", std::process::id()))
+}
+
+/// The LVM volume group whose thin pool `pool` the agent on the real node reports.
+pub fn agent_volume_group() -> String {
+    format!("sbxagent{}", std::process::id())
 }
 
 fn env(name: &str) -> String {
@@ -121,8 +134,20 @@ patches:
       - op: add
         path: /spec/template/spec/tolerations
         value: [{{"key": "{REAL_NODE_LABEL}", "operator": "Equal", "value": "real", "effect": "NoSchedule"}}]
+  - target:
+      kind: DaemonSet
+      name: sbx-agent
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_DISK_POOL", "value": "{disk_pool}"}}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_THIN_POOL", "value": "{volume_group}/pool"}}
 "#,
         base = relative_to(&overlay, &repo.join("deploy")),
+        disk_pool = agent_disk_pool().display(),
+        volume_group = agent_volume_group(),
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
 
@@ -137,6 +162,11 @@ patches:
             repo.join("deploy/namespace.yaml").to_str().unwrap(),
         ],
     );
+    // The node that runs sandboxes runs the agent.
+    kubectl(
+        &kubectl_bin,
+        &["label", "--overwrite", "node", &node, "sbx.io/agent=true"],
+    );
     kubectl(&kubectl_bin, &["apply", "--dry-run=server", "-k", dir]);
     kubectl(&kubectl_bin, &["apply", "-k", dir]);
     let _ = std::fs::remove_dir_all(&overlay);
@@ -148,6 +178,17 @@ patches:
             "rollout",
             "status",
             "deployment/sbx",
+            "--timeout=180s",
+        ],
+    );
+    kubectl(
+        &kubectl_bin,
+        &[
+            "-n",
+            "sbx-agent",
+            "rollout",
+            "status",
+            "daemonset/sbx-agent",
             "--timeout=180s",
         ],
     );
@@ -220,7 +261,7 @@ impl Deployed {
                 "get",
                 "pods",
                 "-l",
-                "app.kubernetes.io/name=sbx",
+                "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
                 "-o",
                 "jsonpath={.items[*].status.podIP}",
             ],
@@ -239,7 +280,7 @@ impl Deployed {
                 "get",
                 "pods",
                 "-l",
-                "app.kubernetes.io/name=sbx",
+                "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
                 "-o",
                 "jsonpath={.items[*].metadata.name}",
             ],

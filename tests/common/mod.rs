@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod in_cluster;
+pub mod pools;
 pub mod sbxd;
 
 use std::io::{BufRead, BufReader};
@@ -408,42 +409,50 @@ pub fn daemon_kubeconfig() -> String {
 }
 
 async fn service_account_kubeconfig() -> String {
+    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"] {
+        apply_deploy_file(file, &[]).await;
+    }
+    service_account_kubeconfig_of("sbx-system", "sbx").await
+}
+
+/// Applies the objects of `deploy/<file>` (server-side apply, as `kubectl apply` would),
+/// except those of the kinds in `skip`.
+pub async fn apply_deploy_file(file: &str, skip: &[&str]) {
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
     use serde::Deserialize;
 
     let client = cluster().await;
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"] {
-        let text = std::fs::read_to_string(deploy.join(file)).unwrap();
-        for document in serde_yaml_ng::Deserializer::from_str(&text) {
-            let object = DynamicObject::deserialize(document).unwrap();
-            let types = object.types.clone().expect("apiVersion and kind");
-            let (group, version) = types
-                .api_version
-                .rsplit_once('/')
-                .unwrap_or(("", &types.api_version));
-            let resource =
-                ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &types.kind));
-            let api: Api<DynamicObject> = match &object.metadata.namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
-            let name = object.metadata.name.clone().unwrap();
-            api.patch(
-                &name,
-                &PatchParams::apply("sbx-tests").force(),
-                &Patch::Apply(&object),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name} from deploy/{file}: {e}", types.kind));
+    let text = std::fs::read_to_string(deploy.join(file)).unwrap();
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let object = DynamicObject::deserialize(document).unwrap();
+        let types = object.types.clone().expect("apiVersion and kind");
+        if skip.contains(&types.kind.as_str()) {
+            continue;
         }
+        let (group, version) = types
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &types.api_version));
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &types.kind));
+        let api: Api<DynamicObject> = match &object.metadata.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let name = object.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("sbx-tests").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {name} from deploy/{file}: {e}", types.kind));
     }
-    service_account_kubeconfig_of("sbx-system", "sbx").await
 }
 
-/// A kubeconfig of the test cluster as the ServiceAccount `namespace/name` (made when
-/// missing, with whatever RBAC it has), by a token from the TokenRequest API.
-pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> String {
+/// A token of the ServiceAccount `namespace/name` (made when missing) from the TokenRequest
+/// API, for `audiences` (none: the API server's).
+pub async fn service_account_token(namespace: &str, name: &str, audiences: &[&str]) -> String {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
     use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -463,6 +472,8 @@ pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> Strin
         .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name}: {e}"));
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
+            audiences: (!audiences.is_empty())
+                .then(|| audiences.iter().map(|a| a.to_string()).collect()),
             // A test process lasts minutes: two hours is plenty, and the token dies sooner
             // with its cluster anyway.
             expiration_seconds: Some(2 * 3600),
@@ -474,10 +485,16 @@ pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> Strin
         .create_subresource("token", name, &PostParams::default(), &request)
         .await
         .unwrap_or_else(|e| panic!("a token of {namespace}/{name}: {e}"));
-    let token = token
+    token
         .status
         .and_then(|s| s.token)
-        .expect("a token in the TokenRequest's status");
+        .expect("a token in the TokenRequest's status")
+}
+
+/// A kubeconfig of the test cluster as the ServiceAccount `namespace/name` (made when
+/// missing, with whatever RBAC it has), by a token from the TokenRequest API.
+pub async fn service_account_kubeconfig_of(namespace: &str, name: &str) -> String {
+    let token = service_account_token(namespace, name, &[]).await;
     let mut config: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig()).unwrap()).unwrap();
     config["users"] =

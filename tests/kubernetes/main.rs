@@ -9,6 +9,7 @@ mod common;
 
 mod api_server;
 mod identity;
+mod nodes;
 mod replicas;
 mod sandboxes;
 mod snapshots;

@@ -1,4 +1,5 @@
 //! The command registry: one file per command, each an `Args` struct and a `run` function.
+pub mod agent;
 pub mod completions;
 pub mod image;
 pub mod key;
@@ -26,6 +27,7 @@ use crate::cli::settings::Settings;
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Serve(serve::ServeArgs),
+    Agent(agent::AgentArgs),
     Login(login::LoginArgs),
     Whoami(whoami::WhoamiArgs),
     /// Mint, list and revoke API keys (admin)
@@ -85,6 +87,7 @@ impl Context {
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Serve(args) => serve::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
         Command::Completions(args) => completions::run(args),
         Command::Login(args) => login::run(&cli, args).await,
         Command::Whoami(args) => whoami::run(&Context::new(&cli)?, args).await,

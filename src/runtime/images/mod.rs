@@ -608,16 +608,6 @@ fn host_architecture() -> &'static str {
     }
 }
 
-/// The innermost cause of an error, which for transport errors is the useful part
-/// ("Connection refused"), without the URL.
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause: &(dyn std::error::Error + 'static) = error;
-    while let Some(inner) = cause.source() {
-        cause = inner;
-    }
-    cause.to_string()
-}
-
 /// The hex part of a `sha256:` digest, validated so it can name a file.
 fn digest_hex(digest: &str) -> Result<&str, String> {
     let Some((algorithm, hex)) = digest.split_once(':') else {

@@ -212,7 +212,7 @@ impl ImageStore {
                 ))
             }
             E::RequestError(e) => {
-                let cause = clip(&root_cause(&e), 300);
+                let cause = clip(&crate::shared::io::root_cause(&e), 300);
                 // A TLS failure against a registry we reach over HTTPS is most often a
                 // plain-HTTP registry; refused connections and DNS failures are not.
                 let network = ["refused", "lookup", "timed out", "unreachable", "no route"];

@@ -16,6 +16,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret, Taint};
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 
+mod agents;
 mod cache;
 mod identity;
 mod kubelet;
@@ -39,7 +40,7 @@ use crate::daemon::platform::{
     Reservation, RestorePlan, StoredKey, StoredTenant,
 };
 use crate::shared::models::identity::{ApiKey, RoleBindings};
-use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
+use crate::shared::models::node::NodeStorage;
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::models::tenant::TenantStatus;
@@ -195,6 +196,8 @@ pub struct KubernetesPlatform {
     snapshot_cache: cache::Cache<DynamicObject>,
     /// The kubelets' stats summaries (bytes each sandbox sent).
     kubelets: kubelet::Kubelets,
+    /// The nodes' agents (node storage).
+    agents: agents::Agents,
     /// The watch of the keys Secret (RBAC: list and watch of that name only): a key made or
     /// revoked on one replica works or stops on every other within the watch's delay.
     key_changes: cache::Changes,
@@ -264,6 +267,7 @@ impl KubernetesPlatform {
                 objects::snapshots::resource(),
             ),
             kubelets,
+            agents: agents::Agents::new(&settings.agents),
             key_changes: cache::Changes::start(
                 Api::<Secret>::namespaced(client.clone(), SYSTEM_NAMESPACE),
                 kube::runtime::watcher::Config::default()

@@ -121,19 +121,8 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn node_storage(&self) -> PlatformResult<NodeStorage> {
-        Ok(self
-            .node_names()
-            .await?
-            .into_iter()
-            .map(|node| {
-                (
-                    node,
-                    NodeStorageEntry::Unreachable {
-                        error: "no sbx agent reports from this node".into(),
-                    },
-                )
-            })
-            .collect())
+        let nodes = self.node_names().await?;
+        self.agents.storage(&self.client, nodes).await
     }
 
     async fn node_dedications(&self) -> PlatformResult<BTreeMap<String, String>> {

@@ -6,7 +6,6 @@ mod images;
 mod lifecycle;
 pub mod sandboxes;
 pub mod snapshots;
-pub mod storage;
 mod tenants;
 
 use std::io::Write;
@@ -95,7 +94,7 @@ impl LocalPlatform {
             images: Arc::new(images),
             sandboxes: OnceLock::new(),
             max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
-            disk_pool: PathBuf::from(storage::DEFAULT_DISK_POOL),
+            disk_pool: PathBuf::from(crate::runtime::storage::DEFAULT_DISK_POOL),
             node: super::host_node_name(),
         })
     }

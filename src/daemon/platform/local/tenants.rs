@@ -138,7 +138,12 @@ impl TenantStore for LocalPlatform {
 
     async fn node_storage(&self) -> PlatformResult<crate::shared::models::node::NodeStorage> {
         let mut out = crate::shared::models::node::NodeStorage::new();
-        out.insert(self.node.clone(), storage::entry(&self.disk_pool).await);
+        out.insert(
+            self.node.clone(),
+            crate::runtime::storage::Pools::own(&self.disk_pool)
+                .entry()
+                .await,
+        );
         Ok(out)
     }
 

@@ -1,0 +1,158 @@
+//! The nodes' agents (`sbx agent`, the DaemonSet of `deploy/agent.yaml`), as the service
+//! calls them: found as the agent Pods of the configured namespace (one per node, on the
+//! node's address: they run in the host's network namespace), called with the service's
+//! ServiceAccount token for the agents' audience, every node at once, each with its own
+//! time limit: a slow or missing agent is that node's error entry and never holds up the
+//! others.
+use std::collections::HashMap;
+
+use futures_util::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use crate::daemon::config::AgentSettings;
+use crate::daemon::platform::PlatformResult;
+use crate::shared::agent::STORAGE_PATH;
+use crate::shared::envelope::ErrorEnvelope;
+use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
+
+/// The labels of the agent Pods (`deploy/agent.yaml`).
+pub const AGENT_SELECTOR: &str = "app.kubernetes.io/name=sbx,app.kubernetes.io/component=agent";
+
+/// Where a node's agent is, or why it cannot be called.
+#[derive(Debug, Clone, PartialEq)]
+enum Located {
+    /// Its address (the Pod's IP: the node's).
+    At(String),
+    /// Why there is nothing to call.
+    Missing(String),
+}
+
+/// A client of the nodes' agents.
+pub struct Agents {
+    http: reqwest::Client,
+    settings: AgentSettings,
+}
+
+impl Agents {
+    /// A client with the `[kubernetes]` agent settings.
+    pub fn new(settings: &AgentSettings) -> Agents {
+        let http = reqwest::Client::builder()
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout)
+            .build()
+            .unwrap_or_default();
+        Agents {
+            http,
+            settings: settings.clone(),
+        }
+    }
+
+    /// Each node's agent, from the agent Pods of the configured namespace.
+    async fn locate(&self, client: &kube::Client) -> PlatformResult<HashMap<String, Located>> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.settings.namespace);
+        let list = pods
+            .list(&ListParams::default().labels(AGENT_SELECTOR))
+            .await
+            .map_err(|e| super::kube_error("list the sbx agent Pods", e))?;
+        let mut found = HashMap::new();
+        for pod in list.items {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let status = pod.status.as_ref();
+            let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+            let ip = status.and_then(|s| s.pod_ip.clone());
+            let located = match (phase, ip) {
+                ("Running", Some(ip)) => Located::At(ip),
+                (phase, _) => Located::Missing(format!(
+                    "the sbx agent on this node is not running (Pod {}/{name}: {phase})",
+                    self.settings.namespace
+                )),
+            };
+            // A Pod being replaced and its successor: the running one wins.
+            if !matches!(found.get(&node), Some(Located::At(_))) {
+                found.insert(node, located);
+            }
+        }
+        Ok(found)
+    }
+
+    fn token(&self) -> Result<String, String> {
+        std::fs::read_to_string(&self.settings.token_file)
+            .map(|t| t.trim().to_string())
+            .map_err(|e| {
+                format!(
+                    "the service has no token to call agents with ({}: {e})",
+                    self.settings.token_file.display()
+                )
+            })
+    }
+
+    /// The storage of each of `nodes`, every node present: what its agent reports, or an error
+    /// entry saying why it could not.
+    pub async fn storage(
+        &self,
+        client: &kube::Client,
+        nodes: Vec<String>,
+    ) -> PlatformResult<NodeStorage> {
+        let located = self.locate(client).await?;
+        let token = self.token();
+        let calls = nodes.into_iter().map(|node| {
+            let where_ = located.get(&node).cloned().unwrap_or_else(|| {
+                Located::Missing(format!(
+                    "no sbx agent runs on this node (no agent Pod in namespace {})",
+                    self.settings.namespace
+                ))
+            });
+            let token = token.clone();
+            async move {
+                let entry = match (where_, token) {
+                    (Located::Missing(why), _) => Err(why),
+                    (Located::At(_), Err(why)) => Err(why),
+                    (Located::At(ip), Ok(token)) => self.call_storage(&ip, &token).await,
+                };
+                let entry = entry.unwrap_or_else(|error| NodeStorageEntry::Unreachable { error });
+                (node, entry)
+            }
+        });
+        Ok(join_all(calls).await.into_iter().collect())
+    }
+
+    async fn call_storage(&self, ip: &str, token: &str) -> Result<NodeStorageEntry, String> {
+        let host = if ip.contains(':') {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        let address = format!("{host}:{}", self.settings.port);
+        let failed = |what: String| format!("sbx agent at {address}: {what}");
+        let response = self
+            .http
+            .get(format!("http://{address}{STORAGE_PATH}"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| {
+                failed(if e.is_timeout() {
+                    format!("no answer in {} s", self.settings.timeout.as_secs_f64())
+                } else {
+                    crate::shared::io::root_cause(&e)
+                })
+            })?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| failed(e.to_string()))?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorEnvelope>(&body)
+                .map(|e| e.error.message)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+            return Err(failed(format!("HTTP {}: {message}", status.as_u16())));
+        }
+        match serde_json::from_slice::<NodeStorageEntry>(&body) {
+            Ok(entry @ NodeStorageEntry::Pools { .. }) => Ok(entry),
+            Ok(NodeStorageEntry::Unreachable { error }) => Err(failed(error)),
+            Err(e) => Err(failed(format!("unreadable answer: {e}"))),
+        }
+    }
+}
