@@ -4,6 +4,7 @@ pub mod bindings;
 pub mod images;
 pub mod keys;
 pub mod metering;
+pub mod quotas;
 pub mod sandboxes;
 pub mod snapshots;
 pub mod tenants;

@@ -152,7 +152,7 @@ impl SnapshotService {
         // A fork of a volume takes a volume snapshot (kept when named, else deleted once the
         // clone's volume is made), and any fork with `snapshot` keeps one: snapshotStorage is
         // checked for it as for any snapshot (rule 4).
-        let ask = crate::daemon::services::tenants::Ask {
+        let ask = crate::daemon::services::quotas::Ask {
             cpu_millis: Some(size.cpu_millis),
             memory_bytes: Some(size.memory_bytes),
             disk_bytes: Some(size.disk_bytes),
