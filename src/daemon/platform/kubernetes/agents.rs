@@ -121,12 +121,7 @@ impl Agents {
     }
 
     async fn call_storage(&self, ip: &str, token: &str) -> Result<NodeStorageEntry, String> {
-        let host = if ip.contains(':') {
-            format!("[{ip}]")
-        } else {
-            ip.to_string()
-        };
-        let address = format!("{host}:{}", self.settings.port);
+        let address = super::host_port(ip, self.settings.port);
         let failed = |what: String| format!("sbx agent at {address}: {what}");
         let response = self
             .http

@@ -110,12 +110,10 @@ impl Kubelets {
         let reads = nodes.iter().map(|address| {
             let token = token.clone();
             async move {
-                let host = if address.contains(':') {
-                    format!("[{address}]")
-                } else {
-                    address.clone()
-                };
-                let url = format!("https://{host}:{KUBELET_PORT}/stats/summary");
+                let url = format!(
+                    "https://{}/stats/summary",
+                    super::host_port(address, KUBELET_PORT)
+                );
                 let answer = async {
                     let response = self
                         .http

@@ -175,6 +175,14 @@ where
     )))
 }
 
+/// `HOST:PORT` for an address the cluster reports (a node's or a Pod's; IPv6 in brackets).
+fn host_port(address: &str, port: u16) -> String {
+    match address.parse::<std::net::IpAddr>() {
+        Ok(ip) => std::net::SocketAddr::new(ip, port).to_string(),
+        Err(_) => format!("{address}:{port}"),
+    }
+}
+
 /// State in a Kubernetes cluster.
 pub struct KubernetesPlatform {
     client: kube::Client,
@@ -648,5 +656,15 @@ impl Platform for KubernetesPlatform {
                 behind.join(", ")
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn addresses_take_their_port_as_urls_need() {
+        assert_eq!(super::host_port("10.234.7.1", 8091), "10.234.7.1:8091");
+        assert_eq!(super::host_port("fd00::1", 10250), "[fd00::1]:10250");
+        assert_eq!(super::host_port("node-1", 10250), "node-1:10250");
     }
 }
