@@ -170,6 +170,8 @@ pub struct KubernetesSettings {
     pub root_disk_bytes: u64,
     /// How long a fork waits for its clone's PVC to be Bound.
     pub fork_timeout: std::time::Duration,
+    /// How long a snapshot waits for the CSI driver to cut it.
+    pub snapshot_timeout: std::time::Duration,
     /// Image of the `dind` sidecar.
     pub dind_image: String,
     /// Labels a node must carry to run sandboxes (e.g. the nodes with the kata runtimes).
@@ -207,6 +209,11 @@ impl KubernetesConfig {
         if fork_timeout.is_zero() {
             return Err("kubernetes.forkTimeout must be positive".into());
         }
+        let snapshot_timeout = crate::shared::duration::parse_duration(&self.snapshot_timeout)
+            .map_err(|e| format!("kubernetes.snapshotTimeout: {e}"))?;
+        if snapshot_timeout.is_zero() {
+            return Err("kubernetes.snapshotTimeout must be positive".into());
+        }
         if self.dind_image.trim().is_empty() {
             return Err("kubernetes.dindImage must not be empty".into());
         }
@@ -225,6 +232,7 @@ impl KubernetesConfig {
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
+            snapshot_timeout,
             dind_image: self.dind_image.trim().to_string(),
             sandbox_node_selector: self.sandbox_node_selector.clone(),
             sandbox_tolerations: self.sandbox_tolerations.clone(),
@@ -254,6 +262,10 @@ pub struct KubernetesConfig {
     pub root_disk_size: String,
     /// How long a fork waits for its clone's PVC to be Bound (default `5m`).
     pub fork_timeout: String,
+    /// How long a snapshot (named, pause, fork) waits for the CSI driver to cut it — the
+    /// VolumeSnapshot's `status.creationTime` — before the request answers (default `2m`;
+    /// then 504 and the snapshot is deleted).
+    pub snapshot_timeout: String,
     /// Image of the `dind` sidecar a restore can add (default `docker:27-dind`).
     pub dind_image: String,
     /// Node labels a sandbox's Pod requires (`nodeSelector`), e.g.
@@ -279,6 +291,7 @@ impl Default for KubernetesConfig {
         KubernetesConfig {
             root_disk_size: "10Gi".into(),
             fork_timeout: "5m".into(),
+            snapshot_timeout: "2m".into(),
             dind_image: "docker:27-dind".into(),
             sandbox_node_selector: Default::default(),
             sandbox_tolerations: Vec::new(),

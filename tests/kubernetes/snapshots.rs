@@ -41,6 +41,12 @@ async fn snapshots_are_volume_snapshots() {
     .await;
     assert_eq!(status, 201, "{body}");
     let s1 = snapshots.get("s1").await.unwrap();
+    // The 201 comes once the driver has cut it: its point in time is taken.
+    assert!(
+        s1.data["status"]["creationTime"].is_string(),
+        "answered before the CSI driver cut it: {:?}",
+        s1.data["status"]
+    );
     assert_eq!(s1.data["spec"]["volumeSnapshotClassName"], "longhorn");
     assert_eq!(
         s1.data["spec"]["source"]["persistentVolumeClaimName"],

@@ -98,6 +98,10 @@ impl KubernetesPlatform {
                 return Err(e);
             }
         }
+        if let Err(e) = self.wait_cut(namespace, name).await {
+            self.remove_snapshot(namespace, name).await;
+            return Err(e);
+        }
         self.snapshot_cache
             .settled(
                 namespace,
@@ -106,6 +110,47 @@ impl KubernetesPlatform {
             )
             .await;
         Ok(())
+    }
+
+    /// Waits (at most `[kubernetes] snapshotTimeout`) until the CSI driver has cut the
+    /// snapshot — the VolumeSnapshot's `status.creationTime`, its point in time — so that a
+    /// write after the answer is never in it. (`readyToUse` may come later: the driver may
+    /// still be copying what it cut.) The snapshot-controller retries errors, so a
+    /// `status.error` is not final; on the deadline it is what the 504 reports.
+    async fn wait_cut(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        let api = self.volume_snapshots(Some(namespace));
+        let started = Instant::now();
+        let cut = |o: Option<&DynamicObject>| o.is_none_or(|o| snapshots::cut(o).is_some());
+        let waited = tokio::time::timeout(
+            self.settings.snapshot_timeout,
+            kube::runtime::wait::await_condition(api.clone(), name, cut),
+        )
+        .await;
+        match waited {
+            Ok(Ok(Some(_))) => {
+                tracing::debug!(%namespace, snapshot = %name, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot cut");
+                Ok(())
+            }
+            Ok(Ok(None)) => Err(PlatformError::Store(format!(
+                "the snapshot '{name}' was deleted before the CSI driver cut it"
+            ))),
+            Ok(Err(e)) => Err(PlatformError::Store(format!(
+                "watching the snapshot '{name}': {e}"
+            ))),
+            Err(_) => {
+                let last = match api.get_opt(name).await {
+                    Ok(Some(o)) => snapshots::error_of(&o)
+                        .map(|e| format!("; the driver's last error: {e}"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                Err(PlatformError::Timeout(format!(
+                    "the CSI driver did not cut the snapshot '{name}' within {} s{last}; it was \
+                     deleted",
+                    self.settings.snapshot_timeout.as_secs()
+                )))
+            }
+        }
     }
 
     /// Deletes a VolumeSnapshot and its env copy (404 when the snapshot is missing).

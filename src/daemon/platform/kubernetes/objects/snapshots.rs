@@ -190,10 +190,21 @@ pub fn kind_of(object: &DynamicObject) -> Option<SnapshotKind> {
     annotations_of(object).get(KIND)?.parse().ok()
 }
 
+/// When the CSI driver cut the snapshot (`status.creationTime`), if it has.
+pub fn cut(object: &DynamicObject) -> Option<&str> {
+    object.data["status"]["creationTime"].as_str()
+}
+
+/// The message of the VolumeSnapshot's `status.error` (the controller's last failure).
+pub fn error_of(object: &DynamicObject) -> Option<String> {
+    object.data["status"]["error"]["message"]
+        .as_str()
+        .map(str::to_string)
+}
+
 /// The creation time of a snapshot: when the driver cut it, else when it was asked for.
 pub fn created(object: &DynamicObject) -> i64 {
-    object.data["status"]["creationTime"]
-        .as_str()
+    cut(object)
         .and_then(|t| crate::shared::timestamp::parse_timestamp(t).ok())
         .or_else(|| {
             object
