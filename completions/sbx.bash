@@ -28,6 +28,9 @@ _sbx() {
             sbx,image)
                 cmd="sbx__subcmd__image"
                 ;;
+            sbx,install)
+                cmd="sbx__subcmd__install"
+                ;;
             sbx,key)
                 cmd="sbx__subcmd__key"
                 ;;
@@ -61,6 +64,24 @@ _sbx() {
             sbx,whoami)
                 cmd="sbx__subcmd__whoami"
                 ;;
+            sbx__subcmd__agent,help)
+                cmd="sbx__subcmd__agent__subcmd__help"
+                ;;
+            sbx__subcmd__agent,idle)
+                cmd="sbx__subcmd__agent__subcmd__idle"
+                ;;
+            sbx__subcmd__agent,install)
+                cmd="sbx__subcmd__agent__subcmd__install"
+                ;;
+            sbx__subcmd__agent__subcmd__help,help)
+                cmd="sbx__subcmd__agent__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__agent__subcmd__help,idle)
+                cmd="sbx__subcmd__agent__subcmd__help__subcmd__idle"
+                ;;
+            sbx__subcmd__agent__subcmd__help,install)
+                cmd="sbx__subcmd__agent__subcmd__help__subcmd__install"
+                ;;
             sbx__subcmd__help,agent)
                 cmd="sbx__subcmd__help__subcmd__agent"
                 ;;
@@ -72,6 +93,9 @@ _sbx() {
                 ;;
             sbx__subcmd__help,image)
                 cmd="sbx__subcmd__help__subcmd__image"
+                ;;
+            sbx__subcmd__help,install)
+                cmd="sbx__subcmd__help__subcmd__install"
                 ;;
             sbx__subcmd__help,key)
                 cmd="sbx__subcmd__help__subcmd__key"
@@ -106,6 +130,12 @@ _sbx() {
             sbx__subcmd__help,whoami)
                 cmd="sbx__subcmd__help__subcmd__whoami"
                 ;;
+            sbx__subcmd__help__subcmd__agent,idle)
+                cmd="sbx__subcmd__help__subcmd__agent__subcmd__idle"
+                ;;
+            sbx__subcmd__help__subcmd__agent,install)
+                cmd="sbx__subcmd__help__subcmd__agent__subcmd__install"
+                ;;
             sbx__subcmd__help__subcmd__image,import)
                 cmd="sbx__subcmd__help__subcmd__image__subcmd__import"
                 ;;
@@ -114,6 +144,12 @@ _sbx() {
                 ;;
             sbx__subcmd__help__subcmd__image,pull)
                 cmd="sbx__subcmd__help__subcmd__image__subcmd__pull"
+                ;;
+            sbx__subcmd__help__subcmd__install,start)
+                cmd="sbx__subcmd__help__subcmd__install__subcmd__start"
+                ;;
+            sbx__subcmd__help__subcmd__install,status)
+                cmd="sbx__subcmd__help__subcmd__install__subcmd__status"
                 ;;
             sbx__subcmd__help__subcmd__key,create)
                 cmd="sbx__subcmd__help__subcmd__key__subcmd__create"
@@ -231,6 +267,24 @@ _sbx() {
                 ;;
             sbx__subcmd__image__subcmd__help,pull)
                 cmd="sbx__subcmd__image__subcmd__help__subcmd__pull"
+                ;;
+            sbx__subcmd__install,help)
+                cmd="sbx__subcmd__install__subcmd__help"
+                ;;
+            sbx__subcmd__install,start)
+                cmd="sbx__subcmd__install__subcmd__start"
+                ;;
+            sbx__subcmd__install,status)
+                cmd="sbx__subcmd__install__subcmd__status"
+                ;;
+            sbx__subcmd__install__subcmd__help,help)
+                cmd="sbx__subcmd__install__subcmd__help__subcmd__help"
+                ;;
+            sbx__subcmd__install__subcmd__help,start)
+                cmd="sbx__subcmd__install__subcmd__help__subcmd__start"
+                ;;
+            sbx__subcmd__install__subcmd__help,status)
+                cmd="sbx__subcmd__install__subcmd__help__subcmd__status"
                 ;;
             sbx__subcmd__key,create)
                 cmd="sbx__subcmd__key__subcmd__create"
@@ -482,7 +536,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -516,7 +570,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__agent)
-            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --caller --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -543,6 +597,150 @@ _sbx() {
                     return 0
                     ;;
                 --caller)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__help)
+            opts="install idle help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__help__subcmd__idle)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__help__subcmd__install)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__idle)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__agent__subcmd__install)
+            opts="-o -q -v -h -V --host-root --prefix --min-kernel --node-name --termination-log --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --host-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-kernel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --node-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --termination-log)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -608,7 +806,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help)
-            opts="serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help"
+            opts="serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -622,8 +820,36 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__agent)
-            opts=""
+            opts="install idle"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__agent__subcmd__idle)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__agent__subcmd__install)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -706,6 +932,48 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__image__subcmd__pull)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__install)
+            opts="start status"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__install__subcmd__start)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__install__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1472,6 +1740,172 @@ _sbx() {
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install)
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version start status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__help)
+            opts="start status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__help__subcmd__start)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__start)
+            opts="-o -q -v -h -V --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__install__subcmd__status)
+            opts="-o -q -v -h -V --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

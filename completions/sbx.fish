@@ -47,6 +47,7 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "role-bindings" -d 'Show or 
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "install" -d 'Install sbx on cluster nodes (admin; Kubernetes, when turned on)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -67,23 +68,56 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -s q -l quiet -d 'Print o
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l listen -d 'Address to listen on' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l node-name -d 'Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l disk-pool -d 'Where the k7d XFS disk pool is mounted on the host' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l thin-pool -d 'The kata thin pool to report, as VG/LV [default: the first thin pool `lvs` lists]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l host-root -d 'Where the host\'s root file system is mounted when the agent runs in a container (deploy/agent.yaml: /host, with mount propagation from the host): pools are read under it and the host\'s `lvs` runs chrooted there [default: the agent runs on the host itself]' -r -F
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l caller -d 'Service account allowed to call, NAMESPACE/NAME (repeatable)' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l listen -d 'Address to listen on' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l node-name -d 'Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l disk-pool -d 'Where the k7d XFS disk pool is mounted on the host' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l thin-pool -d 'The kata thin pool to report, as VG/LV [default: the first thin pool `lvs` lists]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l host-root -d 'Where the host\'s root file system is mounted when the agent runs in a container (deploy/agent.yaml: /host, with mount propagation from the host): pools are read under it and the host\'s `lvs` runs chrooted there [default: the agent runs on the host itself]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l caller -d 'Service account allowed to call, NAMESPACE/NAME (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'"
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -s q -l quiet -d 'Print only the data: no progress, no status lines'
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c sbx -n "__fish_sbx_using_subcommand agent" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l host-root -d 'Where the host\'s root file system is mounted (read-write) [default: this is the host]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l prefix -d 'Where sbx goes on the host' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l min-kernel -d 'The oldest kernel accepted' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l node-name -d 'Name of this node [default: the host name]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l termination-log -d 'Where the failure line is also written, for the Pod\'s status' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l data-dir -d 'The daemon\'s data dir, for --bootstrap [default: as sbx serve]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
@@ -858,6 +892,49 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -f -a "start" -d 'Start an install on nodes: the installer checks each node and installs sbx and its agent'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -f -a "status" -d 'Each node\'s state in an install operation: pending, running, succeeded or failed'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l timeout -d 'How long --wait waits' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l wait -d 'Wait until every node succeeded or failed (exit 1 when one failed)'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l timeout -d 'How long --wait waits' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l wait -d 'Wait until every node succeeded or failed (exit 1 when one failed)'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from help" -f -a "start" -d 'Start an install on nodes: the installer checks each node and installs sbx and its agent'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from help" -f -a "status" -d 'Each node\'s state in an install operation: pending, running, succeeded or failed'
+complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -890,21 +967,24 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "install" -d 'Install sbx on cluster nodes (admin; Kubernetes, when turned on)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
@@ -938,3 +1018,5 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "list" -d 'List the images in the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "pull" -d 'Pull an image from its registry into the server\'s image store'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from image" -f -a "import" -d 'Import the images of an OCI archive file, for hosts with no registry (operator)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from install" -f -a "start" -d 'Start an install on nodes: the installer checks each node and installs sbx and its agent'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from install" -f -a "status" -d 'Each node\'s state in an install operation: pending, running, succeeded or failed'

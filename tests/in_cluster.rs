@@ -870,3 +870,173 @@ async fn node_storage_comes_from_the_agent_on_the_real_node() {
     drop(xfs);
     let _ = std::fs::remove_dir_all(disk_pool.parent().unwrap());
 }
+
+/// Polls an install operation until every node finished (at most 150 s); the last report.
+async fn install_finished(s: &Scenario, url: &str, operation: &str) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let (status, body) = common::call_at(
+            url,
+            &s.token,
+            reqwest::Method::GET,
+            &format!("/api/v1/install/{operation}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let done = body["data"]["nodes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|n| n["state"] == "succeeded" || n["state"] == "failed");
+        if done {
+            return body["data"].clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(150),
+            "install {operation} unfinished: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Remote install on the real node: the installer DaemonSet (deploy/installer.yaml, its image
+/// pinned by digest) runs there once the service labels the node, checks the kernel and host
+/// prerequisites and installs sbx under the prefix; the service records `succeeded`, names the
+/// operation on the node and puts it in the agents' pool; every replica reads the operation.
+/// A node failing a prerequisite reports `failed` with the installer's line, and a DaemonSet
+/// whose image drifted from the pinned one is a 500.
+#[tokio::test]
+async fn remote_install_runs_the_installer_on_the_real_node() {
+    use reqwest::Method as M;
+    let s = Scenario::new("install").await;
+    let url = s.deployed.url.clone();
+    let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
+    let prefix = in_cluster::install_prefix();
+    let _ = std::fs::remove_dir_all(&prefix);
+    let post = |body: serde_json::Value| {
+        let (url, token) = (url.clone(), s.token.clone());
+        async move { common::call_at(&url, &token, M::POST, "/api/v1/install", Some(body)).await }
+    };
+    let (status, body) = post(serde_json::json!({"nodes": [node], "inventory": "hosts"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(serde_json::json!({"nodes": ["no-such-node"]})).await;
+    assert_eq!(status, 404, "{body}");
+
+    let (status, body) = post(serde_json::json!({"nodes": [node]})).await;
+    assert_eq!(status, 202, "{body}");
+    let operation = body["data"]["operation"].as_str().unwrap().to_string();
+    let report = install_finished(&s, &url, &operation).await;
+    assert_eq!(
+        report["nodes"][&node],
+        serde_json::json!({"state": "succeeded", "message": null}),
+        "{report}"
+    );
+    // The installer's work, on the host.
+    let binary = prefix.join("bin/sbx");
+    let version = std::process::Command::new(&binary)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    assert!(
+        String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")),
+        "{version:?}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(prefix.join("install.json")).unwrap()).unwrap();
+    assert_eq!(record["node"], node.as_str(), "{record}");
+    // The node left the installer pool, joined the agents', and names the operation.
+    let labels = kubectl(
+        &s.deployed.kubectl,
+        &["get", "node", &node, "-o", "jsonpath={.metadata.labels}"],
+    );
+    let labels: serde_json::Value = serde_json::from_str(&labels).unwrap();
+    assert_eq!(labels["sbx.io/agent"], "true", "{labels}");
+    assert!(labels.get("sbx.io/install").is_none(), "{labels}");
+    let installed_by = kubectl(
+        &s.deployed.kubectl,
+        &[
+            "get",
+            "node",
+            &node,
+            "-o",
+            "jsonpath={.metadata.annotations.sbx\\.io/installed-by}",
+        ],
+    );
+    assert_eq!(installed_by.trim(), operation);
+    // Every replica reads the operation (each Pod's own address, not the Service).
+    for ip in s.deployed.pod_ips() {
+        let report = install_finished(&s, &format!("http://{ip}:8080"), &operation).await;
+        assert_eq!(
+            report["nodes"][&node]["state"], "succeeded",
+            "{ip}: {report}"
+        );
+    }
+
+    // A prerequisite the node fails: the installer's line is the node's message.
+    let min_kernel = r#"[{"op": "add", "path": "/spec/template/spec/initContainers/0/env/-",
+        "value": {"name": "SBX_INSTALL_MIN_KERNEL", "value": "99.0"}}]"#;
+    let installer = |args: &[&str]| {
+        let (verb, rest) = args.split_first().unwrap();
+        let all = [
+            &["-n", "sbx-agent", verb, "daemonset/sbx-installer"][..],
+            rest,
+        ]
+        .concat();
+        kubectl(&s.deployed.kubectl, &all)
+    };
+    installer(&["patch", "--type", "json", "-p", min_kernel]);
+    // Through the CLI, as an operator would: it waits and exits 1.
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(common::sbx_bin())
+        .args(["install", "start", &node, "--wait", "--timeout", "150s"])
+        .env("SBX_CONFIG_DIR", home.path())
+        .env("SBX_SERVER", &url)
+        .env("SBX_API_KEY", &s.token)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("NODE") && stdout.contains("failed") && stdout.contains("older than 99.0"),
+        "{stdout}"
+    );
+    let failing = stderr
+        .split_whitespace()
+        .find(|w| w.starts_with("install-"))
+        .unwrap_or_else(|| panic!("no operation in {stderr}"))
+        .to_string();
+    let report = install_finished(&s, &url, &failing).await;
+    let failed = &report["nodes"][&node];
+    assert_eq!(failed["state"], "failed", "{report}");
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("prerequisite failed: kernel") && message.contains("older than 99.0"),
+        "{report}"
+    );
+    let without = r#"[{"op": "remove", "path": "/spec/template/spec/initContainers/0/env/1"}]"#;
+    installer(&["patch", "--type", "json", "-p", without]);
+
+    // The installer's image is no longer the pinned one: 500, nothing labelled.
+    let pinned = std::env::var("SBX_TEST_SBX_IMAGE_PINNED").unwrap();
+    let tagged = std::env::var("SBX_TEST_SBX_IMAGE").unwrap();
+    let set_image = |image: &str| {
+        let args = ["-n", "sbx-agent", "set", "image", "daemonset/sbx-installer"];
+        kubectl(
+            &s.deployed.kubectl,
+            &[&args[..], &[&format!("install={image}")]].concat(),
+        )
+    };
+    set_image(&tagged);
+    let (status, body) = post(serde_json::json!({"nodes": [node]})).await;
+    set_image(&pinned);
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("drift"),
+        "{body}"
+    );
+    let _ = std::fs::remove_dir_all(&prefix);
+}

@@ -7,6 +7,7 @@
 //! A room of its own: it uses the sbxd runtime (`crate::runtime`) and the shared wire types,
 //! never the daemon or the CLI.
 pub mod auth;
+pub mod install;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

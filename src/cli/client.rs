@@ -14,6 +14,7 @@ use crate::shared::models::identity::{
 use crate::shared::models::image::{
     IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesResponse, PullImageRequest,
 };
+use crate::shared::models::install::{InstallRequest, InstallStartResponse, InstallStatusResponse};
 use crate::shared::models::node::{DedicateRequest, NodeStorage};
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
@@ -198,6 +199,21 @@ impl ApiClient {
     pub async fn put_role_bindings(&self, document: &RoleBindings) -> ClientResult<RoleBindings> {
         self.send_json(Method::PUT, "/api/v1/role-bindings", document)
             .await
+    }
+
+    /// `POST /api/v1/install` (202).
+    pub async fn start_install(&self, nodes: &[String]) -> ClientResult<InstallStartResponse> {
+        let body = InstallRequest {
+            nodes: Some(nodes.to_vec()),
+            ..Default::default()
+        };
+        self.send_json(Method::POST, "/api/v1/install", &body).await
+    }
+
+    /// `GET /api/v1/install/{operation}`.
+    pub async fn install_status(&self, operation: &str) -> ClientResult<InstallStatusResponse> {
+        let path = format!("/api/v1/install/{}", encode_segment(operation));
+        self.send(self.request(Method::GET, &path)).await
     }
 
     /// `GET /api/v1/nodes/storage`.

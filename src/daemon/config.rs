@@ -180,6 +180,23 @@ pub struct KubernetesSettings {
     pub sandbox_tolerations: Vec<k8s_openapi::api::core::v1::Toleration>,
     /// Where the nodes' agents are found and how they are called.
     pub agents: AgentSettings,
+    /// Remote install (`[kubernetes.install]`); `None` when off.
+    pub install: Option<InstallSettings>,
+}
+
+/// Remote install, when turned on: which DaemonSet runs the installer, the image it must run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstallSettings {
+    /// The installer's image, pinned by digest (`REPO@sha256:…`).
+    pub image: String,
+    /// Namespace of the installer DaemonSet.
+    pub namespace: String,
+    /// Name of the installer DaemonSet.
+    pub daemon_set: String,
+    /// Whether a node running `sbx serve` may be installed (the install may restart it).
+    pub allow_server_nodes: bool,
+    /// How long a node may stay pending or running before it is reported failed.
+    pub timeout: std::time::Duration,
 }
 
 /// How `sbx serve` reaches the nodes' agents (`sbx agent`).
@@ -229,6 +246,7 @@ impl KubernetesConfig {
             "kubernetes.agentNamespace",
             &self.agent_namespace,
         )?;
+        let install = self.install.parse()?;
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
@@ -242,7 +260,78 @@ impl KubernetesConfig {
                 token_file: self.agent_token_file.clone(),
                 timeout: agent_timeout,
             },
+            install,
         })
+    }
+}
+
+impl InstallConfig {
+    /// The settings when remote install is on; errors name the key.
+    pub fn parse(&self) -> Result<Option<InstallSettings>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let image = self.image.trim();
+        let pinned = image.rsplit_once("@sha256:").is_some_and(|(repo, hex)| {
+            !repo.is_empty()
+                && hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        if !pinned {
+            return Err(format!(
+                "kubernetes.install.image must be the installer's image pinned by digest \
+                 (REPO@sha256:<64 hex digits>), not {image:?}"
+            ));
+        }
+        crate::shared::names::validate_dns_label("kubernetes.install.namespace", &self.namespace)?;
+        crate::shared::names::validate_dns_label("kubernetes.install.daemonSet", &self.daemon_set)?;
+        let timeout = crate::shared::duration::parse_duration(&self.timeout)
+            .map_err(|e| format!("kubernetes.install.timeout: {e}"))?;
+        if timeout.is_zero() {
+            return Err("kubernetes.install.timeout must be positive".into());
+        }
+        Ok(Some(InstallSettings {
+            image: image.to_string(),
+            namespace: self.namespace.clone(),
+            daemon_set: self.daemon_set.clone(),
+            allow_server_nodes: self.allow_server_nodes,
+            timeout,
+        }))
+    }
+}
+
+/// `[kubernetes.install]`: remote node install (spec, Remote install). Off by default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct InstallConfig {
+    /// Turns the two install routes on (default false: both answer 404).
+    pub enabled: bool,
+    /// The installer's image pinned by digest, `REPO@sha256:…` (required when enabled): an
+    /// install answers 500 while the installer DaemonSet runs any other.
+    pub image: String,
+    /// Namespace of the installer DaemonSet (default `sbx-agent`, as `deploy/installer.yaml`).
+    pub namespace: String,
+    /// Name of the installer DaemonSet (default `sbx-installer`).
+    pub daemon_set: String,
+    /// Whether nodes running `sbx serve` may be installed (default false: 409).
+    pub allow_server_nodes: bool,
+    /// How long a node may stay pending or running before it is failed (default `10m`).
+    pub timeout: String,
+}
+
+impl Default for InstallConfig {
+    fn default() -> Self {
+        InstallConfig {
+            enabled: false,
+            image: String::new(),
+            namespace: "sbx-agent".into(),
+            daemon_set: crate::daemon::platform::kubernetes::permissions::INSTALLER_DAEMONSET
+                .into(),
+            allow_server_nodes: false,
+            timeout: "10m".into(),
+        }
     }
 }
 
@@ -284,6 +373,8 @@ pub struct KubernetesConfig {
     /// How long one agent may take to answer (default `3s`); a slower node is reported as
     /// an error entry, the others are not held up.
     pub agent_timeout: String,
+    /// `[kubernetes.install]`: remote node install.
+    pub install: InstallConfig,
 }
 
 impl Default for KubernetesConfig {
@@ -299,6 +390,7 @@ impl Default for KubernetesConfig {
             agent_port: crate::shared::agent::DEFAULT_PORT,
             agent_token_file: PathBuf::from("/var/run/secrets/sbx.io/agent/token"),
             agent_timeout: "3s".into(),
+            install: InstallConfig::default(),
         }
     }
 }
@@ -363,6 +455,27 @@ impl Config {
         let listen = listen
             .parse::<SocketAddr>()
             .map_err(|_| ConfigError::Listen(listen.clone()))?;
+        let platform = overrides
+            .platform
+            .or(file.platform)
+            // In a pod (the service account's API server in the environment) the default is
+            // the cluster.
+            .or_else(|| {
+                std::env::var_os("KUBERNETES_SERVICE_HOST").map(|_| PlatformKind::Kubernetes)
+            })
+            .unwrap_or_default();
+        let kubernetes = file
+            .kubernetes
+            .unwrap_or_default()
+            .parse()
+            .map_err(ConfigError::Invalid)?;
+        if platform == PlatformKind::Local && kubernetes.install.is_some() {
+            return Err(ConfigError::Invalid(
+                "kubernetes.install needs platform = \"kubernetes\": the embedded default runs \
+                 on this host alone, with no other node to install"
+                    .into(),
+            ));
+        }
         Ok(Config {
             listen,
             data_dir: overrides
@@ -370,15 +483,7 @@ impl Config {
                 .or(file.data_dir)
                 .unwrap_or_else(paths::default_data_dir),
             mode: overrides.mode.or(file.mode).unwrap_or_default(),
-            // In a pod (the service account's API server in the environment) the default is
-            // the cluster.
-            platform: overrides
-                .platform
-                .or(file.platform)
-                .or_else(|| {
-                    std::env::var_os("KUBERNETES_SERVICE_HOST").map(|_| PlatformKind::Kubernetes)
-                })
-                .unwrap_or_default(),
+            platform,
             runtime: file.runtime.unwrap_or_default(),
             network: file.network.unwrap_or_default(),
             images: {
@@ -388,11 +493,7 @@ impl Config {
             },
             metering: file.metering.unwrap_or_default(),
             nodes: file.nodes.unwrap_or_default(),
-            kubernetes: file
-                .kubernetes
-                .unwrap_or_default()
-                .parse()
-                .map_err(ConfigError::Invalid)?,
+            kubernetes,
             oidc: match file.oidc {
                 Some(oidc) => {
                     oidc.validate().map_err(ConfigError::Invalid)?;
@@ -488,5 +589,37 @@ mod tests {
         assert!(matches!(err, ConfigError::Listen(_)));
         assert!("staging".parse::<Mode>().is_err());
         assert_eq!("k8s".parse::<PlatformKind>(), Ok(PlatformKind::Kubernetes));
+    }
+
+    #[test]
+    fn remote_install_needs_a_pinned_image_and_the_kubernetes_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sbx.toml");
+        let resolve = |text: &str, platform: PlatformKind| {
+            std::fs::write(&file, text).unwrap();
+            Config::resolve(Overrides {
+                config_file: Some(file.clone()),
+                platform: Some(platform),
+                ..Default::default()
+            })
+        };
+        let pinned = format!("r.example/sbx@sha256:{}", "a".repeat(64));
+        let on = format!("[kubernetes.install]\nenabled = true\nimage = \"{pinned}\"\n");
+        let cfg = resolve(&on, PlatformKind::Kubernetes).unwrap();
+        let install = cfg.kubernetes.install.unwrap();
+        assert_eq!(install.image, pinned);
+        assert_eq!(install.daemon_set, "sbx-installer");
+        assert!(!install.allow_server_nodes);
+        let err = resolve(&on, PlatformKind::Local).unwrap_err();
+        assert!(
+            err.to_string().contains("platform = \"kubernetes\""),
+            "{err}"
+        );
+        let tagged = "[kubernetes.install]\nenabled = true\nimage = \"r.example/sbx:1.0\"\n";
+        let err = resolve(tagged, PlatformKind::Kubernetes).unwrap_err();
+        assert!(err.to_string().contains("pinned by digest"), "{err}");
+        // Off: nothing checked, nothing on.
+        let off = resolve("[kubernetes.install]\nimage = \"x\"\n", PlatformKind::Local).unwrap();
+        assert!(off.kubernetes.install.is_none());
     }
 }

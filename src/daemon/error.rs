@@ -127,6 +127,10 @@ impl From<PlatformError> for ServiceError {
             PlatformError::QuotaExceeded(m) => ServiceError::new(ErrorCode::QuotaExceeded, m),
             PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
             PlatformError::Timeout(m) => ServiceError::new(ErrorCode::GatewayTimeout, m),
+            PlatformError::Misdeployed(m) => {
+                tracing::error!(error = %m, "the deployment differs from the configuration");
+                ServiceError::new(ErrorCode::InternalServerError, m)
+            }
             other => ServiceError::internal(other),
         }
     }

@@ -121,6 +121,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let sweeper = tokio::spawn(state.snapshots.clone().sweep_loop());
     let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
     let meter = tokio::spawn(state.metering.clone().accrue_loop());
+    let installs = tokio::spawn(state.install.clone().reconcile_loop());
     let result = axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(crate::shared::signals::terminated())
         .await;
@@ -128,6 +129,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     sweeper.abort();
     tenant_status.abort();
     meter.abort();
+    installs.abort();
     state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

@@ -7,6 +7,7 @@ use crate::daemon::oidc::OidcVerifier;
 use crate::daemon::platform::{IdentityStore, Platform, TenantStore};
 use crate::daemon::services::bindings::BindingService;
 use crate::daemon::services::images::ImageService;
+use crate::daemon::services::install::InstallService;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::metering::Metering;
 use crate::daemon::services::sandboxes::SandboxService;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub oidc: Option<Arc<OidcVerifier>>,
     /// Images: the host's store (local platform only).
     pub images: Arc<ImageService>,
+    /// Remote install of other nodes (Kubernetes, when turned on).
+    pub install: Arc<InstallService>,
 }
 
 impl AppState {
@@ -73,6 +76,7 @@ impl AppState {
             config.mode,
         ));
         let images = Arc::new(ImageService::new(platform.images()));
+        let install = Arc::new(InstallService::new(platform.installer(), tenancy.clone()));
         let bindings = Arc::new(BindingService::new(identity));
         let metering = Arc::new(Metering::new(
             tenancy.clone(),
@@ -98,6 +102,7 @@ impl AppState {
             metering,
             oidc,
             images,
+            install,
         }
     }
 }

@@ -4,8 +4,9 @@
 //! and RBAC of `deploy/`, reached through their Service's ClusterIP (kube-proxy on this host).
 //! The overlay changes only what this cluster needs: the image built from this tree, the
 //! replicas and the sandboxes placed on the real node (its label and taint), a shorter fork
-//! timeout, and where the agent finds the node's pools (paths of this test process: see
-//! [`agent_disk_pool`]). The real node is labelled `sbx.io/agent=true`, as an operator labels
+//! timeout, where the agent finds the node's pools (paths of this test process: see
+//! [`agent_disk_pool`]), and remote install turned on with the installer's image pinned by
+//! digest and its prefix a path of this test process ([`install_prefix`]). The real node is labelled `sbx.io/agent=true`, as an operator labels
 //! the nodes that run sandboxes, so the agent DaemonSet runs there. Deployed once per test
 //! process; `scripts/k8s-testenv stop` removes it with the cluster.
 use std::path::Path;
@@ -30,6 +31,12 @@ pub struct Deployed {
 /// tests mount).
 pub fn agent_disk_pool() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("sbx-agent-{}/disks", std::process::id()))
+}
+
+/// Where the remote installer installs sbx on the real node (a path of the host, removed by
+/// the test).
+pub fn install_prefix() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sbx-install-{}", std::process::id()))
 }
 
 /// The LVM volume group whose thin pool `pool` the agent on the real node reports.
@@ -83,6 +90,13 @@ async fn deploy() -> Deployed {
         .as_table_mut()
         .unwrap();
     kubernetes.insert("forkTimeout".into(), "20s".into());
+    // Remote install on, with the image this tree built, pinned; the real node runs sbx serve.
+    let install: toml::Table = toml::from_str(&format!(
+        "enabled = true\nimage = \"{}\"\nallowServerNodes = true\ntimeout = \"120s\"\n",
+        env("SBX_TEST_SBX_IMAGE_PINNED")
+    ))
+    .unwrap();
+    kubernetes.insert("install".into(), toml::Value::Table(install));
     kubernetes.insert(
         "sandboxNodeSelector".into(),
         toml::Value::Table(
@@ -144,10 +158,24 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {{"name": "SBX_AGENT_THIN_POOL", "value": "{volume_group}/pool"}}
+  - target:
+      kind: DaemonSet
+      name: sbx-installer
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/initContainers/0/args
+        value: ["agent", "install", "--host-root", "/host", "--prefix", "{prefix}"]
+      - op: replace
+        path: /spec/template/spec/initContainers/0/volumeMounts/1/mountPath
+        value: /host{prefix}
+      - op: replace
+        path: /spec/template/spec/volumes/1/hostPath/path
+        value: {prefix}
 "#,
         base = relative_to(&overlay, &repo.join("deploy")),
         disk_pool = agent_disk_pool().display(),
         volume_group = agent_volume_group(),
+        prefix = install_prefix().display(),
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
 
@@ -170,6 +198,21 @@ patches:
     kubectl(&kubectl_bin, &["apply", "--dry-run=server", "-k", dir]);
     kubectl(&kubectl_bin, &["apply", "-k", dir]);
     let _ = std::fs::remove_dir_all(&overlay);
+    // The installer runs the image pinned by digest (after kustomize, whose `images` would
+    // put the tag back).
+    let pinned = env("SBX_TEST_SBX_IMAGE_PINNED");
+    kubectl(
+        &kubectl_bin,
+        &[
+            "-n",
+            "sbx-agent",
+            "set",
+            "image",
+            "daemonset/sbx-installer",
+            &format!("install={pinned}"),
+            &format!("installed={pinned}"),
+        ],
+    );
     kubectl(
         &kubectl_bin,
         &[

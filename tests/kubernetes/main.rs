@@ -9,6 +9,7 @@ mod common;
 
 mod api_server;
 mod identity;
+mod install;
 mod nodes;
 mod replicas;
 mod sandboxes;
@@ -49,9 +50,9 @@ async fn reset(client: &kube::Client) {
         let _ = secrets.delete(name, &DeleteParams::default()).await;
     }
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    let _ = maps
-        .delete("sbx-role-bindings", &DeleteParams::default())
-        .await;
+    for name in ["sbx-role-bindings", "sbx-install"] {
+        let _ = maps.delete(name, &DeleteParams::default()).await;
+    }
     let _ = tenants(client)
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
@@ -69,7 +70,7 @@ async fn reset(client: &kube::Client) {
             .filter(|t| t.key != "sbx.io/tenant")
             .collect();
         let patch = json!({
-            "metadata": {"labels": {"sbx.io/tenant": null}},
+            "metadata": {"labels": {"sbx.io/tenant": null, "sbx.io/install": null}},
             "spec": {"taints": taints},
         });
         let _ = nodes

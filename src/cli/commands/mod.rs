@@ -2,6 +2,7 @@
 pub mod agent;
 pub mod completions;
 pub mod image;
+pub mod install;
 pub mod key;
 pub mod login;
 pub mod node;
@@ -50,6 +51,9 @@ pub enum Command {
     /// List, pull and import images on the server's host
     #[command(subcommand)]
     Image(image::ImageCommand),
+    /// Install sbx on cluster nodes (admin; Kubernetes, when turned on)
+    #[command(subcommand)]
+    Install(install::InstallCommand),
     Completions(completions::CompletionsArgs),
     /// Internal: the per-sandbox shim started by `sbx serve`
     #[command(hide = true)]
@@ -99,6 +103,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Usage(args) => usage::run(&Context::new(&cli)?, args).await,
         Command::Node(command) => node::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
+        Command::Install(command) => install::run(&Context::new(&cli)?, command).await,
         Command::Shim(args) => Ok(ExitCode::from(
             crate::runtime::shim::run(args).clamp(0, 255) as u8,
         )),

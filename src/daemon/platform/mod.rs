@@ -4,6 +4,7 @@
 //! is SQLite + sbxd on this host, `kubernetes` the cluster's objects; each has one file per
 //! seam (`identity.rs`, `tenants.rs`, `sandboxes.rs`, `snapshots.rs`).
 pub mod images;
+pub mod install;
 pub mod kubernetes;
 pub mod local;
 
@@ -43,6 +44,11 @@ pub enum PlatformError {
     /// The operation did not finish in time and was undone.
     #[error("{0}")]
     Timeout(String),
+    /// The service's deployment is not as its configuration says (e.g. the installer's image
+    /// drifted from the pinned one): a 500 whose message the caller sees, since only an
+    /// operator can fix it.
+    #[error("{0}")]
+    Misdeployed(String),
     /// The state store failed.
     #[error("state store: {0}")]
     Store(String),
@@ -466,6 +472,11 @@ pub trait Platform:
     /// The image store of this host, where the platform pulls images itself (local);
     /// `None` where the cluster's nodes do.
     fn images(&self) -> Option<Arc<dyn ImageBackend>> {
+        None
+    }
+
+    /// Remote install of other nodes, where the platform has it and it is turned on.
+    fn installer(&self) -> Option<Arc<dyn install::InstallBackend>> {
         None
     }
 

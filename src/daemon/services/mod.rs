@@ -2,6 +2,7 @@
 //! details and of which platform runs underneath.
 pub mod bindings;
 pub mod images;
+pub mod install;
 pub mod keys;
 pub mod metering;
 pub mod quotas;

@@ -19,6 +19,7 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, 
 mod agents;
 mod cache;
 mod identity;
+pub mod install;
 mod kubelet;
 mod lease;
 pub mod objects;
@@ -206,6 +207,8 @@ pub struct KubernetesPlatform {
     kubelets: kubelet::Kubelets,
     /// The nodes' agents (node storage).
     agents: agents::Agents,
+    /// Remote install, when `[kubernetes.install]` turns it on.
+    installer: Option<Arc<install::KubeInstaller>>,
     /// The watch of the keys Secret (RBAC: list and watch of that name only): a key made or
     /// revoked on one replica works or stops on every other within the watch's delay.
     key_changes: cache::Changes,
@@ -276,6 +279,10 @@ impl KubernetesPlatform {
             ),
             kubelets,
             agents: agents::Agents::new(&settings.agents),
+            installer: settings
+                .install
+                .clone()
+                .map(|i| Arc::new(install::KubeInstaller::new(client.clone(), i))),
             key_changes: cache::Changes::start(
                 Api::<Secret>::namespaced(client.clone(), SYSTEM_NAMESPACE),
                 kube::runtime::watcher::Config::default()
@@ -623,6 +630,12 @@ impl KubernetesPlatform {
 impl Platform for KubernetesPlatform {
     fn name(&self) -> &'static str {
         "kubernetes"
+    }
+
+    fn installer(&self) -> Option<Arc<dyn crate::daemon::platform::install::InstallBackend>> {
+        self.installer
+            .clone()
+            .map(|i| i as Arc<dyn crate::daemon::platform::install::InstallBackend>)
     }
 
     /// Ready while the API server answers (within 2 s) and every watch cache is in step.

@@ -12,6 +12,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use super::install::OPERATIONS_CONFIGMAP;
 use super::{BINDINGS_CONFIGMAP, KEYS_SECRET, SYSTEM_NAMESPACE};
 
 /// Where a permission is granted.
@@ -72,7 +73,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "pods",
         &["get", "list", "watch"],
         Scope::Cluster,
-        "a sandbox's state, node and errors come from its Pod (watched)",
+        "a sandbox's state, node and errors come from its Pod (watched); remote install reads the installer's Pods and finds the nodes running sbx serve",
     ),
     rule(
         "",
@@ -142,7 +143,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "nodes",
         &["get", "list", "update"],
         Scope::Cluster,
-        "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint",
+        "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint; remote install labels nodes into the installer pool (`sbx.io/install`) and, once installed, the agents' (`sbx.io/agent`)",
     ),
     rule(
         "",
@@ -202,7 +203,26 @@ pub const PERMISSIONS: &[Permission] = &[
         names: &[BINDINGS_CONFIGMAP],
         why: "the role-binding document `sbx-role-bindings` (`GET`/`PUT /role-bindings`)",
     },
+    Permission {
+        group: "",
+        resource: "configmaps",
+        verbs: &["get", "update"],
+        scope: Scope::System,
+        names: &[OPERATIONS_CONFIGMAP],
+        why: "remote install's operations, one key each in `sbx-install`, so that every replica reads them and they outlive a restart",
+    },
+    Permission {
+        group: "apps",
+        resource: "daemonsets",
+        verbs: &["get"],
+        scope: Scope::Cluster,
+        names: &[INSTALLER_DAEMONSET],
+        why: "remote install checks that the installer DaemonSet runs the pinned image (500 otherwise) and finds its Pods",
+    },
 ];
+
+/// The installer DaemonSet's name in `deploy/installer.yaml` (the RBAC names it).
+pub const INSTALLER_DAEMONSET: &str = "sbx-installer";
 
 /// The CRDs and aggregated APIs the daemon cannot work without: (group/version, resource,
 /// what installs it).
