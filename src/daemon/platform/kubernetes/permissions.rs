@@ -429,7 +429,8 @@ mod tests {
         let yaml = rbac_yaml();
         assert!(yaml.contains("kind: ClusterRole\n"));
         assert!(yaml.contains("namespace: sbx-system"));
-        assert_eq!(yaml.matches("resourceNames").count(), 2);
+        // The keys Secret, the bindings and install ConfigMaps, the installer DaemonSet.
+        assert_eq!(yaml.matches("resourceNames").count(), 4);
     }
 
     #[test]
