@@ -88,7 +88,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subco
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l host-root -d 'Where the host\'s root file system is mounted (read-write) [default: this is the host]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l host-root -d 'Where the host\'s root file system is mounted (only PREFIX under it must be writable) [default: this is the host]' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l prefix -d 'Where sbx goes on the host' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l min-kernel -d 'The oldest kernel accepted' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -l node-name -d 'Name of this node [default: the host name]' -r

@@ -86,7 +86,8 @@ pub enum AgentAction {
 /// `sbx agent install`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
-    /// Where the host's root file system is mounted (read-write) [default: this is the host]
+    /// Where the host's root file system is mounted (only PREFIX under it must be writable)
+    /// [default: this is the host]
     #[arg(long, env = "SBX_AGENT_HOST_ROOT", value_name = "DIR")]
     pub host_root: Option<PathBuf>,
 
