@@ -116,18 +116,13 @@ impl KubeInstaller {
     /// missing or any of its containers runs another image.
     async fn installer(&self) -> PlatformResult<DaemonSet> {
         let (ns, name) = (&self.settings.namespace, &self.settings.daemon_set);
-        let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
-        let ds = api
-            .get_opt(name)
-            .await
-            .map_err(|e| kube_error(&format!("DaemonSet {ns}/{name}"), e))?
-            .ok_or_else(|| {
-                PlatformError::Misdeployed(format!(
-                    "the installer DaemonSet {ns}/{name} does not exist: apply \
-                     deploy/installer.yaml with the pinned image {}",
-                    self.settings.image
-                ))
-            })?;
+        let ds = self.installer_daemon_set().await?.ok_or_else(|| {
+            PlatformError::Misdeployed(format!(
+                "the installer DaemonSet {ns}/{name} does not exist: apply \
+                 deploy/installer.yaml with the pinned image {}",
+                self.settings.image
+            ))
+        })?;
         let pod = ds.spec.template.spec.as_ref();
         let containers = pod
             .into_iter()
@@ -333,9 +328,7 @@ impl KubeInstaller {
                 return Ok(operations);
             }
         }
-        Err(PlatformError::Store(format!(
-            "ConfigMap {OPERATIONS_CONFIGMAP} kept changing under a write"
-        )))
+        Err(kept_changing())
     }
 
     /// The installer DaemonSet if it exists (not checked: a status read still works while
@@ -376,6 +369,13 @@ impl KubeInstaller {
             other => other,
         }
     }
+}
+
+/// Every retry of a write of the operations lost to another writer.
+fn kept_changing() -> PlatformError {
+    PlatformError::Store(format!(
+        "ConfigMap {OPERATIONS_CONFIGMAP} kept changing under a write"
+    ))
 }
 
 /// Drops the oldest finished operations beyond [`KEEP_OPERATIONS`].
@@ -539,9 +539,7 @@ impl InstallBackend for KubeInstaller {
             }
         }
         if !stored {
-            return Err(PlatformError::Store(format!(
-                "ConfigMap {OPERATIONS_CONFIGMAP} kept changing under a write"
-            )));
+            return Err(kept_changing());
         }
         for node in &wanted {
             let labelled =
