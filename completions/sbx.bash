@@ -570,7 +570,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__agent)
-            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
+            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --enter-host --data-dir --oci-runtime --network-pool --netns-prefix --host-netns --insecure-registry --pod-namespace --pod-name --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -593,6 +593,38 @@ _sbx() {
                     return 0
                     ;;
                 --host-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --data-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oci-runtime)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network-pool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --netns-prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --host-netns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --insecure-registry)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

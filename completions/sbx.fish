@@ -73,6 +73,14 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subco
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l disk-pool -d 'Where the k7d XFS disk pool is mounted on the host' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l thin-pool -d 'The kata thin pool to report, as VG/LV [default: the first thin pool `lvs` lists]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l host-root -d 'Where the host\'s root file system is mounted when the agent runs in a container (deploy/agent.yaml: /host, with mount propagation from the host): pools are read under it and the host\'s `lvs` runs chrooted there [default: the agent runs on the host itself]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l data-dir -d 'Run the node\'s sandboxes of the `sbxd` backend, with their state in this directory on the host [default: the agent runs no sandboxes]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l oci-runtime -d 'OCI runtime of the sandboxes' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l network-pool -d 'Address pool of the sandboxes (each gets a /30)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l netns-prefix -d 'Prefix of the sandboxes\' network namespaces under /run/netns' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l host-netns -d 'An existing network namespace to route the sandboxes through instead of the host\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l insecure-registry -d 'Registry (HOST:PORT) to pull images from over plain HTTP (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l pod-namespace -d 'Namespace of the agent\'s Pod, where its heartbeat Lease is renewed' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l pod-name -d 'Name of the agent\'s Pod (the heartbeat Lease\'s holder) [default: the host name]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l caller -d 'Service account allowed to call, NAMESPACE/NAME (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
@@ -81,6 +89,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subco
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'"
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l enter-host -d 'Leave the container for the host before starting: join PID 1\'s mount and cgroup namespaces (the Pod needs hostPID and privileges), copy sbx to DATA_DIR/bin and run that copy, out of the Pod\'s cgroup, so that sandboxes outlive the agent\'s Pod'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -818,7 +818,7 @@ async fn the_cli_quick_start_works_through_the_service() {
 }
 
 /// The real node's storage pools, as its agent (the DaemonSet of `deploy/agent.yaml`,
-/// privileged in the host's network namespace, the host's / at /host) reads them and the
+/// privileged, entered into the host's namespaces) reads them and the
 /// service asks it with its projected token (issue 15): a real XFS pool on a loop device at
 /// the path the overlay gives the agent, a real LVM volume group on another (with the thin
 /// pool where the kernel has device-mapper); the KWOK nodes run no agent.
@@ -848,8 +848,8 @@ async fn node_storage_comes_from_the_agent_on_the_real_node() {
         assert_eq!(thin["lv"], "pool", "{body}");
         assert_eq!(thin["vg"], lvm.vg.as_str(), "{body}");
     } else {
-        // The host's lvs ran (chrooted to /host; not "not installed"): no device-mapper in
-        // this kernel, so the group has no thin pool.
+        // The host's lvs ran (not "not installed"): no device-mapper in this kernel, so the
+        // group has no thin pool.
         assert_eq!(
             thin["error"],
             format!(
@@ -1039,4 +1039,310 @@ async fn remote_install_runs_the_installer_on_the_real_node() {
         "{body}"
     );
     let _ = std::fs::remove_dir_all(&prefix);
+}
+
+/// An API call of the scenario's admin: status and body.
+async fn call(
+    s: &Scenario,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    common::call_at(&s.deployed.url, &s.token, method, path, body).await
+}
+
+/// The sandbox directories the agent's sbxd runtime has on the real node (this host).
+fn agent_sandbox_dirs() -> Vec<String> {
+    std::fs::read_dir(in_cluster::agent_data_dir().join("sandboxes"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `sbxd` backend on Kubernetes (issue 15, part 3): the sandbox is placed on the node whose
+/// agent runs (the real node), its record an SbxdSandbox object there, and the agent runs it
+/// with the sbxd runtime on the host: a real container under the agent's data dir, exec, logs,
+/// pause and resume, metrics, list and delete through either replica; a name taken by an sbxd
+/// sandbox is taken for every backend; a tenant limit sbxd cannot enforce is refused.
+#[tokio::test]
+async fn sbxd_sandboxes_run_through_the_agent_on_the_real_node() {
+    let s = Scenario::new("sbxd").await;
+    let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
+    let before = agent_sandbox_dirs();
+    let mut request = s.request("box", &s.busybox());
+    request.backend = Some("sbxd".into());
+    request.before_script = Some("echo prepared > /tmp/prepared".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    let record = s.running("box").await;
+    assert_eq!(record.backend, "sbxd", "{record:?}");
+    let placed = kubectl(
+        &s.deployed.kubectl,
+        &[
+            "-n",
+            &s.namespace,
+            "get",
+            "sbxdsandbox",
+            "box",
+            "-o",
+            "jsonpath={.spec.node}",
+        ],
+    );
+    assert_eq!(placed, node);
+    // A real container of the agent's runtime on this host, its own host name, the script run.
+    let made: Vec<String> = agent_sandbox_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(s.exec("box", "hostname").await, (0, "box\n".into()));
+    assert_eq!(
+        s.exec("box", "cat /tmp/prepared").await,
+        (0, "prepared\n".into())
+    );
+    // Its main process's output is its log.
+    s.exec("box", "echo to-the-log > /proc/1/fd/1").await;
+    let (status, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/sandboxes/box/logs?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("to-the-log"), "{body}");
+    // Pause freezes it (and reads Paused at once), an exec is refused, resume thaws it.
+    s.client
+        .pause_sandbox(
+            "box",
+            &PauseRequest {
+                namespace: Some(s.namespace.clone()),
+                snapshot: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.get("box").await.status, SandboxStatus::Paused);
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/box/exec?namespace={}", s.namespace),
+        Some(serde_json::json!({"command": "true"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    s.client
+        .resume_sandbox(
+            "box",
+            &ResumeRequest {
+                namespace: Some(s.namespace.clone()),
+            },
+        )
+        .await
+        .unwrap();
+    s.running("box").await;
+    assert_eq!(s.exec("box", "echo back").await, (0, "back\n".into()));
+    // Metrics from the agent's cgroup reading; the list of the namespace.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/sandboxes/metrics?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("\"box\""), "{body}");
+    let list = s.client.list_sandboxes(Some(&s.namespace)).await.unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0].backend, "sbxd");
+    // The name is taken for every backend.
+    let mut clash = s.request("box", &s.busybox());
+    clash.backend = Some("kata-qemu-longhorn".into());
+    let error = s.client.create_sandbox(&clash).await.unwrap_err();
+    assert!(error.to_string().contains("already exists"), "{error}");
+    // Delete: gone from the API, the cluster and the host.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::DELETE,
+        &format!("/api/v1/sandboxes/box?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/sandboxes/box?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let left = kubectl(
+        &s.deployed.kubectl,
+        &["-n", &s.namespace, "get", "sbxdsandboxes", "-o", "name"],
+    );
+    assert_eq!(left.trim(), "");
+    assert!(
+        !agent_sandbox_dirs().contains(&made[0]),
+        "{made:?} left on the host"
+    );
+
+    // A tenant limit the sbxd backend cannot enforce (spec, tenant rule 6).
+    let tenant = format!("ic-sbxd-{}", std::process::id() % 100_000);
+    let owned = format!("{}-t", s.namespace);
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        "/api/v1/tenants",
+        Some(serde_json::json!({
+            "name": tenant,
+            "spec": {"namespaces": [owned], "limits": {"network": {"egressBps": "10M"}}},
+        })),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut refused = s.request("limited", &s.busybox());
+    refused.backend = Some("sbxd".into());
+    refused.namespace = Some(owned.clone());
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        "/api/v1/sandboxes",
+        Some(serde_json::to_value(&refused).unwrap()),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "LimitNotEnforceable", "{body}");
+    let (status, body) = call(
+        &s,
+        reqwest::Method::DELETE,
+        &format!("/api/v1/tenants/{tenant}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let _ = kubectl(
+        &s.deployed.kubectl,
+        &[
+            "delete",
+            "namespace",
+            &owned,
+            "--ignore-not-found",
+            "--wait=false",
+        ],
+    );
+}
+
+/// Puts the agent back on the real node however the test ends.
+struct AgentBack {
+    kubectl: String,
+    node: String,
+}
+
+impl Drop for AgentBack {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(common::kubeconfig())
+            .args([
+                "label",
+                "--overwrite",
+                "node",
+                &self.node,
+                "sbx.io/agent=true",
+            ])
+            .output();
+        let _ = std::process::Command::new(&self.kubectl)
+            .arg("--kubeconfig")
+            .arg(common::kubeconfig())
+            .args([
+                "-n",
+                "sbx-agent",
+                "rollout",
+                "status",
+                "daemonset/sbx-agent",
+                "--timeout=120s",
+            ])
+            .output();
+    }
+}
+
+/// A node whose agent goes away: calls for its sandboxes answer 503 naming the node at once
+/// (never hang), its sandboxes read Failed with the reason after `agentLostAfter` (15 s here),
+/// and when the agent returns they read Running again — the sandbox kept running meanwhile
+/// (the agent's Pod is gone, not its sandboxes) and answers execs as before.
+#[tokio::test]
+async fn a_lost_agent_fails_its_sandboxes_until_it_returns() {
+    let s = Scenario::new("lost").await;
+    let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
+    let mut request = s.request("kept", &s.busybox());
+    request.backend = Some("sbxd".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    s.running("kept").await;
+    s.exec("kept", "echo 42 > /tmp/state").await;
+    let back = AgentBack {
+        kubectl: s.deployed.kubectl.clone(),
+        node: node.clone(),
+    };
+    kubectl(
+        &s.deployed.kubectl,
+        &["label", "node", &node, "sbx.io/agent-"],
+    );
+    kubectl(
+        &s.deployed.kubectl,
+        &[
+            "-n",
+            "sbx-agent",
+            "wait",
+            "--for=delete",
+            "pod",
+            "-l",
+            "app.kubernetes.io/component=agent",
+            "--timeout=60s",
+        ],
+    );
+    let started = Instant::now();
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/kept/exec?namespace={}", s.namespace),
+        Some(serde_json::json!({"command": "true"})),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&node),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let failed = s
+        .until("kept", "Failed for its lost agent", |x| {
+            x.status == SandboxStatus::Failed
+        })
+        .await;
+    assert!(
+        failed.error_message.contains(&node) && failed.error_message.contains("unreachable"),
+        "{failed:?}"
+    );
+    drop(back);
+    s.running("kept").await;
+    assert_eq!(s.exec("kept", "cat /tmp/state").await, (0, "42\n".into()));
+    let (status, body) = call(
+        &s,
+        reqwest::Method::DELETE,
+        &format!("/api/v1/sandboxes/kept?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 }

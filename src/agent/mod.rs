@@ -1,13 +1,18 @@
 //! `sbx agent`: the per-node agent of the Kubernetes platform (a DaemonSet, `deploy/agent.yaml`).
-//! It reports what only the node can see — its storage pools — to `sbx serve`, over HTTP on
-//! the node's address. Every call must carry a ServiceAccount token for the audience
-//! [`AUDIENCE`] of one of the allowed service accounts, checked with a TokenReview
-//! ([`auth`]); nothing on the agent answers without one.
+//! It reports what only the node can see — its storage pools — to `sbx serve`, and runs the
+//! node's sandboxes of the `sbxd` backend ([`sandboxes`], with their cluster records kept by
+//! [`records`]), over HTTP on the node's address. Every call must carry a ServiceAccount token
+//! for the audience [`AUDIENCE`] of one of the allowed service accounts, checked with a
+//! TokenReview ([`auth`]); nothing on the agent answers without one.
 //!
-//! A room of its own: it uses the sbxd runtime (`crate::runtime`) and the shared wire types,
-//! never the daemon or the CLI.
+//! A room of its own: it runs the embedded default's sandbox manager (the local platform's
+//! sandboxes over the sbxd runtime) and writes the Kubernetes platform's records of them; it
+//! never uses the services, the routes or the CLI.
 pub mod auth;
+pub mod host;
 pub mod install;
+pub mod records;
+mod sandboxes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,11 +22,12 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
+use crate::daemon::platform::local::{LocalPlatform, RuntimeSettings};
 use crate::runtime::storage::Pools;
-use crate::shared::agent::{AUDIENCE, STORAGE_PATH};
+use crate::shared::agent::{AUDIENCE, METRICS_PATH, SANDBOXES_PATH, STORAGE_PATH};
 use crate::shared::envelope::{ErrorBody, ErrorEnvelope};
 
 /// What the agent serves and whom it answers.
@@ -35,22 +41,45 @@ pub struct AgentConfig {
     pub pools: Pools,
     /// Service accounts allowed to call, as `NAMESPACE/NAME`.
     pub callers: Vec<String>,
+    /// The sandboxes of the `sbxd` backend, when this agent runs them.
+    pub runtime: Option<RuntimeSetup>,
 }
 
-struct AgentState {
+/// Where and how the agent runs sandboxes.
+#[derive(Debug, Clone)]
+pub struct RuntimeSetup {
+    /// The node-local state: database, images, sandboxes, snapshot layers.
+    pub data_dir: std::path::PathBuf,
+    /// The sbxd runtime's and its network's settings.
+    pub settings: RuntimeSettings,
+    /// Registries reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// The agent's namespace and Pod (its heartbeat Lease's place and holder).
+    pub namespace: String,
+    /// The agent's Pod.
+    pub pod: String,
+}
+
+pub(crate) struct AgentState {
     pools: Pools,
     reviewer: auth::TokenReviewer,
+    sandboxes: Option<Arc<LocalPlatform>>,
 }
 
 /// Serves until SIGTERM or SIGINT.
 pub async fn run(config: AgentConfig) -> Result<()> {
-    let client = kube::Client::try_default().await.context(
-        "no Kubernetes API to check callers' tokens with (in-cluster config or KUBECONFIG)",
-    )?;
+    host::close_on_exec_container_root();
+    let client = host::kube_client().await?;
+    let sandboxes = match &config.runtime {
+        Some(setup) => Some(start_sandboxes(&client, &config.node, setup).await?),
+        None => None,
+    };
     let state = Arc::new(AgentState {
         pools: config.pools.clone(),
         reviewer: auth::TokenReviewer::new(client, AUDIENCE, &config.callers),
+        sandboxes,
     });
+    let drain = state.sandboxes.clone();
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen on {}", config.listen))?;
@@ -64,12 +93,46 @@ pub async fn run(config: AgentConfig) -> Result<()> {
         .with_graceful_shutdown(crate::shared::signals::terminated())
         .await
         .context("serve")?;
+    if let Some(sandboxes) = drain {
+        crate::daemon::platform::Platform::shutdown(&*sandboxes).await;
+    }
     Ok(())
 }
 
+/// Opens the node's sandbox state, starts the runtime (a runtime that cannot start leaves the
+/// sandbox routes answering 503 with the reason) and the records' sync.
+async fn start_sandboxes(
+    client: &kube::Client,
+    node: &str,
+    setup: &RuntimeSetup,
+) -> Result<Arc<LocalPlatform>> {
+    let mut platform = LocalPlatform::open(&setup.data_dir, setup.insecure_registries.clone())
+        .with_context(|| format!("open the sandbox state at {}", setup.data_dir.display()))?;
+    platform.start_runtime(setup.settings.clone()).await;
+    let platform = Arc::new(platform);
+    tokio::spawn(records::run(
+        client.clone(),
+        platform.clone(),
+        records::Identity {
+            node: node.to_string(),
+            namespace: setup.namespace.clone(),
+            pod: setup.pod.clone(),
+        },
+    ));
+    Ok(platform)
+}
+
 fn app(state: Arc<AgentState>) -> Router {
+    let one = format!("{SANDBOXES_PATH}/{{namespace}}/{{name}}");
     Router::new()
         .route(STORAGE_PATH, get(storage))
+        .route(SANDBOXES_PATH, post(sandboxes::create).get(sandboxes::list))
+        .route(&one, get(sandboxes::get).delete(sandboxes::delete))
+        .route(&format!("{one}/exec"), post(sandboxes::exec))
+        .route(&format!("{one}/logs"), get(sandboxes::logs))
+        .route(&format!("{one}/pause"), post(sandboxes::pause))
+        .route(&format!("{one}/resume"), post(sandboxes::resume))
+        .route(METRICS_PATH, get(sandboxes::metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "NotFound", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

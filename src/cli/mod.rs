@@ -132,6 +132,12 @@ pub fn main() -> ExitCode {
     if let Command::Shim(args) = &cli.command {
         return ExitCode::from(crate::runtime::shim::run(args).clamp(0, 255) as u8);
     }
+    // The agent leaves its container for the host while it has one thread.
+    if let Command::Agent(args) = &cli.command {
+        if let Some(code) = commands::agent::enter_host_first(args) {
+            return code;
+        }
+    }
     let daemon = matches!(cli.command, Command::Serve(_) | Command::Agent(_));
     if !daemon {
         // A client command whose reader goes away (`sbx key list | head -1`) ends quietly, as

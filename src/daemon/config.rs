@@ -211,6 +211,9 @@ pub struct AgentSettings {
     pub token_file: std::path::PathBuf,
     /// How long one agent may take to answer.
     pub timeout: std::time::Duration,
+    /// How long an agent may go without renewing its heartbeat Lease before the leader marks
+    /// its node's sbxd sandboxes Failed.
+    pub lost_after: std::time::Duration,
 }
 
 impl KubernetesConfig {
@@ -239,6 +242,11 @@ impl KubernetesConfig {
         if agent_timeout.is_zero() {
             return Err("kubernetes.agentTimeout must be positive".into());
         }
+        let lost_after = crate::shared::duration::parse_duration(&self.agent_lost_after)
+            .map_err(|e| format!("kubernetes.agentLostAfter: {e}"))?;
+        if lost_after.is_zero() {
+            return Err("kubernetes.agentLostAfter must be positive".into());
+        }
         if self.agent_port == 0 {
             return Err("kubernetes.agentPort must be a port number".into());
         }
@@ -259,6 +267,7 @@ impl KubernetesConfig {
                 port: self.agent_port,
                 token_file: self.agent_token_file.clone(),
                 timeout: agent_timeout,
+                lost_after,
             },
             install,
         })
@@ -373,6 +382,10 @@ pub struct KubernetesConfig {
     /// How long one agent may take to answer (default `3s`); a slower node is reported as
     /// an error entry, the others are not held up.
     pub agent_timeout: String,
+    /// How long a node's agent may go without reporting (its heartbeat Lease) before the
+    /// node's sbxd sandboxes read Failed, saying since when (default `60s`); its next report
+    /// puts them back.
+    pub agent_lost_after: String,
     /// `[kubernetes.install]`: remote node install.
     pub install: InstallConfig,
 }
@@ -390,6 +403,7 @@ impl Default for KubernetesConfig {
             agent_port: crate::shared::agent::DEFAULT_PORT,
             agent_token_file: PathBuf::from("/var/run/secrets/sbx.io/agent/token"),
             agent_timeout: "3s".into(),
+            agent_lost_after: "60s".into(),
             install: InstallConfig::default(),
         }
     }

@@ -122,6 +122,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let tenant_status = tokio::spawn(state.tenants.clone().status_loop());
     let meter = tokio::spawn(state.metering.clone().accrue_loop());
     let installs = tokio::spawn(state.install.clone().reconcile_loop());
+    let nodes = tokio::spawn(state.sandboxes.clone().nodes_loop());
     let result = axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(crate::shared::signals::terminated())
         .await;
@@ -130,6 +131,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     tenant_status.abort();
     meter.abort();
     installs.abort();
+    nodes.abort();
     state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

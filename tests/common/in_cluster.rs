@@ -39,6 +39,18 @@ pub fn install_prefix() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("sbx-install-{}", std::process::id()))
 }
 
+/// The agent's state on the real node (its sbxd sandboxes' database, images and files), a
+/// path of the host.
+pub fn agent_data_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sbx-agent-data-{}", std::process::id()))
+}
+
+/// The network namespace the agent's sandboxes are routed through (made by the harness, so
+/// that the agent never changes the host's own network).
+pub fn agent_router_netns() -> String {
+    format!("sbxagent-r{}", std::process::id())
+}
+
 /// The LVM volume group whose thin pool `pool` the agent on the real node reports.
 pub fn agent_volume_group() -> String {
     format!("sbxagent{}", std::process::id())
@@ -90,6 +102,8 @@ async fn deploy() -> Deployed {
         .as_table_mut()
         .unwrap();
     kubernetes.insert("forkTimeout".into(), "20s".into());
+    // A node whose agent is gone shows within seconds, not a minute.
+    kubernetes.insert("agentLostAfter".into(), "15s".into());
     // Remote install on, with the image this tree built, pinned; the real node runs sbx serve.
     let install: toml::Table = toml::from_str(&format!(
         "enabled = true\nimage = \"{}\"\nallowServerNodes = true\ntimeout = \"120s\"\n",
@@ -158,6 +172,18 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {{"name": "SBX_AGENT_THIN_POOL", "value": "{volume_group}/pool"}}
+      - op: replace
+        path: /spec/template/spec/containers/0/args
+        value: ["agent", "--enter-host", "--data-dir", "{data_dir}"]
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_HOST_NETNS", "value": "{router}"}}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_NETNS_PREFIX", "value": "{router}-s"}}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_INSECURE_REGISTRIES", "value": "{registry}"}}
   - target:
       kind: DaemonSet
       name: sbx-installer
@@ -175,6 +201,9 @@ patches:
         base = relative_to(&overlay, &repo.join("deploy")),
         disk_pool = agent_disk_pool().display(),
         volume_group = agent_volume_group(),
+        data_dir = agent_data_dir().display(),
+        router = agent_router_netns(),
+        registry = super::test_registry(),
         prefix = install_prefix().display(),
     );
     std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
@@ -190,6 +219,16 @@ patches:
             repo.join("deploy/namespace.yaml").to_str().unwrap(),
         ],
     );
+    // The agent's sandboxes are routed through a namespace of this test process.
+    let router = agent_router_netns();
+    let _ = Command::new("ip").args(["netns", "del", &router]).output();
+    for args in [
+        vec!["netns", "add", router.as_str()],
+        vec!["-n", router.as_str(), "link", "set", "lo", "up"],
+    ] {
+        let status = Command::new("ip").args(&args).status().unwrap();
+        assert!(status.success(), "ip {args:?}");
+    }
     // The node that runs sandboxes runs the agent.
     kubectl(
         &kubectl_bin,

@@ -53,6 +53,70 @@ pub struct AgentArgs {
     #[arg(long, env = "SBX_AGENT_HOST_ROOT", value_name = "DIR")]
     pub host_root: Option<PathBuf>,
 
+    /// Leave the container for the host before starting: join PID 1's mount and cgroup
+    /// namespaces (the Pod needs hostPID and privileges), copy sbx to DATA_DIR/bin and run
+    /// that copy, out of the Pod's cgroup, so that sandboxes outlive the agent's Pod
+    #[arg(long, env = "SBX_AGENT_ENTER_HOST", requires = "data_dir")]
+    pub enter_host: bool,
+
+    /// Run the node's sandboxes of the `sbxd` backend, with their state in this directory
+    /// on the host [default: the agent runs no sandboxes]
+    #[arg(long, env = "SBX_AGENT_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// OCI runtime of the sandboxes
+    #[arg(
+        long,
+        env = "SBX_AGENT_OCI_RUNTIME",
+        default_value = "runc",
+        value_name = "runc|crun"
+    )]
+    pub oci_runtime: String,
+
+    /// Address pool of the sandboxes (each gets a /30)
+    #[arg(
+        long,
+        env = "SBX_AGENT_NETWORK_POOL",
+        default_value = "10.89.0.0/16",
+        value_name = "CIDR"
+    )]
+    pub network_pool: String,
+
+    /// Prefix of the sandboxes' network namespaces under /run/netns
+    #[arg(
+        long,
+        env = "SBX_AGENT_NETNS_PREFIX",
+        default_value = "sbxa-",
+        value_name = "PREFIX"
+    )]
+    pub netns_prefix: String,
+
+    /// An existing network namespace to route the sandboxes through instead of the host's
+    #[arg(long, env = "SBX_AGENT_HOST_NETNS", value_name = "NAME")]
+    pub host_netns: Option<String>,
+
+    /// Registry (HOST:PORT) to pull images from over plain HTTP (repeatable)
+    #[arg(
+        long = "insecure-registry",
+        env = "SBX_AGENT_INSECURE_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "HOST:PORT"
+    )]
+    pub insecure_registries: Vec<String>,
+
+    /// Namespace of the agent's Pod, where its heartbeat Lease is renewed
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "sbx-agent",
+        value_name = "NAMESPACE"
+    )]
+    pub pod_namespace: String,
+
+    /// Name of the agent's Pod (the heartbeat Lease's holder) [default: the host name]
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub pod_name: Option<String>,
+
     /// Service account allowed to call, NAMESPACE/NAME (repeatable)
     #[arg(
         long = "caller",
@@ -124,6 +188,46 @@ fn node_name(given: &Option<String>) -> Result<String> {
     })
 }
 
+/// The sandbox runtime's settings from the flags.
+fn runtime_setup(
+    args: &AgentArgs,
+    data_dir: &std::path::Path,
+) -> Result<crate::agent::RuntimeSetup> {
+    use crate::daemon::platform::local::RuntimeSettings;
+    use crate::runtime::engine::RuntimeConfig;
+    use crate::runtime::network::NetworkConfig;
+    anyhow::ensure!(
+        data_dir.is_absolute(),
+        "--data-dir {}: expected an absolute path",
+        data_dir.display()
+    );
+    let oci_runtime = args
+        .oci_runtime
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--oci-runtime {}: {e}", args.oci_runtime))?;
+    Ok(crate::agent::RuntimeSetup {
+        data_dir: data_dir.to_path_buf(),
+        settings: RuntimeSettings {
+            runtime: RuntimeConfig {
+                oci_runtime,
+                ..RuntimeConfig::default()
+            },
+            network: NetworkConfig {
+                host_netns: args.host_netns.clone(),
+                pool: args.network_pool.clone(),
+                netns_prefix: args.netns_prefix.clone(),
+                ..NetworkConfig::default()
+            },
+        },
+        insecure_registries: args.insecure_registries.clone(),
+        namespace: args.pod_namespace.clone(),
+        pod: match &args.pod_name {
+            Some(pod) => pod.clone(),
+            None => node_name(&None)?,
+        },
+    })
+}
+
 /// `sbx agent install`: 0 when installed, 1 with the failure line.
 fn install(args: &InstallArgs) -> Result<ExitCode> {
     anyhow::ensure!(
@@ -151,6 +255,18 @@ fn install(args: &InstallArgs) -> Result<ExitCode> {
     }
 }
 
+/// `--enter-host`, before any thread starts: executes the agent on the host and returns only
+/// with the exit status of a failure to. `None`: carry on (asked not to, or already there).
+pub fn enter_host_first(args: &AgentArgs) -> Option<ExitCode> {
+    if args.action.is_some() || !args.enter_host || crate::agent::host::on_host() {
+        return None;
+    }
+    let data_dir = args.data_dir.as_deref()?;
+    let Err(error) = crate::agent::host::enter(data_dir);
+    eprintln!("error: sbx agent --enter-host: {error:#}");
+    Some(ExitCode::FAILURE)
+}
+
 /// Serves until SIGTERM/SIGINT.
 pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
     match &args.action {
@@ -174,12 +290,17 @@ pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
         pools: Pools {
             disk_pool: args.disk_pool.clone(),
             thin_pool: args.thin_pool.clone(),
+            // Entered, the agent is on the host itself.
             view: match &args.host_root {
-                Some(root) => HostView::Root(root.clone()),
-                None => HostView::Own,
+                Some(root) if !args.enter_host => HostView::Root(root.clone()),
+                _ => HostView::Own,
             },
         },
         callers: args.callers.clone(),
+        runtime: match &args.data_dir {
+            Some(dir) => Some(runtime_setup(args, dir)?),
+            None => None,
+        },
     };
     crate::agent::run(config).await.context("sbx agent")?;
     Ok(ExitCode::SUCCESS)

@@ -68,6 +68,55 @@ pub enum PlatformError {
 /// Result of a platform call.
 pub type PlatformResult<T> = Result<T, PlatformError>;
 
+impl PlatformError {
+    /// The error as a node's agent sends it (5xx kinds keep their message: the service logs
+    /// it and answers with its own).
+    pub fn to_fault(&self) -> crate::shared::agent::AgentFault {
+        let kind = match self {
+            PlatformError::NotFound(_) => "not_found",
+            PlatformError::AlreadyExists(_) => "already_exists",
+            PlatformError::Invalid(_) => "invalid",
+            PlatformError::Conflict(_) => "conflict",
+            PlatformError::QuotaExceeded(_) => "quota_exceeded",
+            PlatformError::Unavailable(_) => "unavailable",
+            PlatformError::Timeout(_) => "timeout",
+            _ => "internal",
+        };
+        crate::shared::agent::AgentFault {
+            kind: kind.to_string(),
+            message: self.to_string(),
+        }
+    }
+
+    /// The error an agent's fault stands for.
+    pub fn from_fault(fault: crate::shared::agent::AgentFault) -> PlatformError {
+        let message = fault.message;
+        match fault.kind.as_str() {
+            "not_found" => PlatformError::NotFound(message),
+            "already_exists" => PlatformError::AlreadyExists(message),
+            "invalid" => PlatformError::Invalid(message),
+            "conflict" => PlatformError::Conflict(message),
+            "quota_exceeded" => PlatformError::QuotaExceeded(message),
+            "unavailable" => PlatformError::Unavailable(message),
+            "timeout" => PlatformError::Timeout(message),
+            _ => PlatformError::Store(message),
+        }
+    }
+
+    /// The HTTP status an agent answers this error with.
+    pub fn agent_status(&self) -> u16 {
+        match self {
+            PlatformError::NotFound(_) => 404,
+            PlatformError::AlreadyExists(_) | PlatformError::Conflict(_) => 409,
+            PlatformError::Invalid(_) => 400,
+            PlatformError::QuotaExceeded(_) => 403,
+            PlatformError::Unavailable(_) => 503,
+            PlatformError::Timeout(_) => 504,
+            _ => 500,
+        }
+    }
+}
+
 /// An API key as stored: the record without a token, and the SHA-256 of its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredKey {
@@ -77,8 +126,8 @@ pub struct StoredKey {
     pub secret_sha256: [u8; 32],
 }
 
-/// A validated sandbox create, platform-neutral.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated sandbox create, platform-neutral (also what the service sends a node's agent).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NewSandbox {
     /// Namespace.
     pub namespace: String,
@@ -398,6 +447,12 @@ pub trait SandboxBackend: Send + Sync {
 
     /// The longest exec this platform allows.
     fn max_exec_timeout(&self) -> Duration;
+
+    /// The leader's periodic look at the nodes that run sandboxes (Kubernetes: the sbxd
+    /// sandboxes of a node whose agent stopped reporting read Failed).
+    async fn check_nodes(&self) -> PlatformResult<()> {
+        Ok(())
+    }
 }
 
 /// Snapshots: named and pause snapshots, fork, restore, GC.

@@ -308,7 +308,25 @@ pub struct SandboxService {
     list_cache: Mutex<HashMap<Option<String>, CachedList>>,
 }
 
+/// How often the leader looks at the nodes that run sandboxes.
+const CHECK_NODES_EVERY: Duration = Duration::from_secs(5);
+
 impl SandboxService {
+    /// On the leader, checks the nodes that run sandboxes every few seconds (forever).
+    pub async fn nodes_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(CHECK_NODES_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if !self.tenancy.is_leader() {
+                continue;
+            }
+            if let Err(e) = self.sandboxes.check_nodes().await {
+                tracing::warn!(error = %e, "checking the nodes that run sandboxes");
+            }
+        }
+    }
+
     /// A service over the platform's sandbox and tenancy seams.
     pub fn new(
         sandboxes: Arc<dyn SandboxBackend>,

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
 use crate::daemon::config::AgentSettings;
-use crate::daemon::platform::PlatformResult;
-use crate::shared::agent::STORAGE_PATH;
+use crate::daemon::platform::{PlatformError, PlatformResult};
+use crate::shared::agent::{AgentFault, STORAGE_PATH};
 use crate::shared::envelope::ErrorEnvelope;
 use crate::shared::models::node::{NodeStorage, NodeStorageEntry};
 
@@ -77,6 +77,91 @@ impl Agents {
             }
         }
         Ok(found)
+    }
+
+    /// The nodes whose agent runs now.
+    pub async fn running(&self, client: &kube::Client) -> PlatformResult<Vec<String>> {
+        let mut nodes: Vec<String> = self
+            .locate(client)
+            .await?
+            .into_iter()
+            .filter(|(_, at)| matches!(at, Located::At(_)))
+            .map(|(node, _)| node)
+            .collect();
+        nodes.sort();
+        Ok(nodes)
+    }
+
+    /// Calls `node`'s agent (`path` with its query), within the agents' time limit (or
+    /// `timeout`): its answer, its refusal as the platform error it stands for, or a 503
+    /// naming the node when there is no agent to call or it does not answer.
+    pub async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &kube::Client,
+        node: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        timeout: Option<std::time::Duration>,
+    ) -> PlatformResult<T> {
+        let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
+        let ip = match self.locate(client).await?.remove(node) {
+            Some(Located::At(ip)) => ip,
+            Some(Located::Missing(why)) => return Err(unreachable(why)),
+            None => {
+                return Err(unreachable(format!(
+                    "no sbx agent runs on this node (no agent Pod in namespace {})",
+                    self.settings.namespace
+                )));
+            }
+        };
+        let token = self.token().map_err(unreachable)?;
+        let address = super::host_port(&ip, self.settings.port);
+        let mut request = self
+            .http
+            .request(method, format!("http://{address}{path}"))
+            .bearer_auth(token)
+            .timeout(timeout.unwrap_or(self.settings.timeout));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.map_err(|e| {
+            unreachable(if e.is_timeout() {
+                format!(
+                    "its sbx agent at {address} did not answer in {} s",
+                    timeout.unwrap_or(self.settings.timeout).as_secs_f64()
+                )
+            } else {
+                format!(
+                    "its sbx agent at {address} cannot be reached: {}",
+                    crate::shared::io::root_cause(&e)
+                )
+            })
+        })?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| unreachable(format!("its sbx agent's answer broke off: {e}")))?;
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<AgentFault>(&body) {
+                Ok(fault) => PlatformError::from_fault(fault),
+                Err(_) => {
+                    let message = serde_json::from_slice::<ErrorEnvelope>(&body)
+                        .map(|e| e.error.message)
+                        .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+                    unreachable(format!(
+                        "its sbx agent answered HTTP {}: {message}",
+                        status.as_u16()
+                    ))
+                }
+            });
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            PlatformError::Store(format!(
+                "node {node}: an unreadable answer of its sbx agent: {e}"
+            ))
+        })
     }
 
     fn token(&self) -> Result<String, String> {

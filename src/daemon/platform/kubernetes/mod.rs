@@ -26,6 +26,7 @@ pub mod objects;
 pub mod permissions;
 use objects::names::TENANT_LABEL;
 mod sandboxes;
+mod sbxd;
 mod snapshots;
 mod tenants;
 mod volumes;
@@ -58,6 +59,8 @@ pub const BINDINGS_CONFIGMAP: &str = "sbx-role-bindings";
 pub const KQL_BACKEND: &str = "kata-qemu-longhorn";
 /// Kata Firecracker with devmapper storage.
 pub const KFD_BACKEND: &str = "kata-firecracker-devmapper";
+/// sbxd, run by the sbx agent of a node.
+pub const SBXD_BACKEND: &str = objects::sbxd::BACKEND;
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "sbx";
 /// StorageClass of a kql sandbox's root PVC.
@@ -201,6 +204,8 @@ pub struct KubernetesPlatform {
     deployment_cache: cache::Cache<Deployment>,
     /// Their Pods as watched.
     pod_cache: cache::Cache<Pod>,
+    /// The records of sbxd sandboxes (`SbxdSandbox`) as watched.
+    sbxd_cache: cache::Cache<objects::sbxd::SbxdSandboxObject>,
     /// Sandbox VolumeSnapshots as watched.
     snapshot_cache: cache::Cache<DynamicObject>,
     /// The kubelets' stats summaries (bytes each sandbox sent).
@@ -271,6 +276,11 @@ impl KubernetesPlatform {
                 "sandbox Deployments",
             ),
             pod_cache: cache::Cache::start(Api::all(client.clone()), &managed, "sandbox Pods"),
+            sbxd_cache: cache::Cache::start(
+                Api::all(client.clone()),
+                &managed,
+                "sbxd sandbox records",
+            ),
             snapshot_cache: cache::Cache::start_with(
                 Api::all_with(client.clone(), &objects::snapshots::resource()),
                 &managed,

@@ -22,7 +22,23 @@ pub enum Scope {
     Cluster,
     /// The service's own namespace for its state, `kube-system` (a Role there).
     System,
+    /// The nodes' agents' namespace, `sbx-agent` (a Role there): their heartbeats.
+    Agents,
 }
+
+impl Scope {
+    /// The namespace of a namespaced scope.
+    pub fn namespace(self) -> Option<&'static str> {
+        match self {
+            Scope::Cluster => None,
+            Scope::System => Some(SYSTEM_NAMESPACE),
+            Scope::Agents => Some(AGENT_NAMESPACE),
+        }
+    }
+}
+
+/// The namespace of the agents in `deploy/agent.yaml`.
+pub const AGENT_NAMESPACE: &str = "sbx-agent";
 
 /// One RBAC rule the daemon needs, with the reason.
 #[derive(Debug, Clone, Copy)]
@@ -167,6 +183,27 @@ pub const PERMISSIONS: &[Permission] = &[
         "a tenant's `status.usage`, written when its spec changes and every 60 s by the leader replica",
     ),
     rule(
+        "sbx.io",
+        "sbxdsandboxes",
+        &["get", "list", "watch", "create", "delete"],
+        Scope::Cluster,
+        "a sandbox of the `sbxd` backend is an `SbxdSandbox` record (the CRD in `deploy/crds/`) naming the node whose agent runs it, watched so that every replica serves it",
+    ),
+    rule(
+        "sbx.io",
+        "sbxdsandboxes/status",
+        &["patch"],
+        Scope::Cluster,
+        "an sbxd sandbox's state right after a change the service made (the agent writes it too), and Failed when its node's agent stops reporting (leader)",
+    ),
+    rule(
+        "coordination.k8s.io",
+        "leases",
+        &["get"],
+        Scope::Agents,
+        "the agents' heartbeat Leases (`sbx-agent-<node>`): the leader marks the sbxd sandboxes of a node whose agent stopped reporting Failed",
+    ),
+    rule(
         "metrics.k8s.io",
         "pods",
         &["list"],
@@ -233,6 +270,11 @@ pub const REQUIRED_APIS: &[(&str, &str, &str)] = &[
         "the Tenant CRD: kubectl apply -f deploy/crds/tenants.sbx.io.yaml",
     ),
     (
+        "sbx.io/v1alpha1",
+        "sbxdsandboxes",
+        "the SbxdSandbox CRD: kubectl apply -f deploy/crds/sbxdsandboxes.sbx.io.yaml",
+    ),
+    (
         "snapshot.storage.k8s.io/v1",
         "volumesnapshots",
         "the VolumeSnapshot CRDs and controller of kubernetes-csi/external-snapshotter",
@@ -283,7 +325,7 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
                         resource: Some(resource.to_string()),
                         subresource,
                         verb: Some(verb.to_string()),
-                        namespace: (p.scope == Scope::System).then(|| SYSTEM_NAMESPACE.to_string()),
+                        namespace: p.scope.namespace().map(str::to_string),
                         name: name.map(str::to_string),
                         ..Default::default()
                     }),
@@ -317,7 +359,10 @@ fn describe(p: &Permission, verb: &str, name: Option<&str>) -> String {
     };
     match p.scope {
         Scope::Cluster => format!("`{verb}` {object} ({group}) in every namespace"),
-        Scope::System => format!("`{verb}` {object} ({group}) in namespace {SYSTEM_NAMESPACE}"),
+        Scope::System | Scope::Agents => format!(
+            "`{verb}` {object} ({group}) in namespace {}",
+            p.scope.namespace().unwrap_or_default()
+        ),
     }
 }
 
@@ -340,8 +385,8 @@ fn rules(scope: Scope) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `deploy/rbac.yaml`: the ClusterRole, the Role in `kube-system` and their bindings to the
-/// daemon's ServiceAccount.
+/// `deploy/rbac.yaml`: the ClusterRole, the Roles in `kube-system` and `sbx-agent` and their
+/// bindings to the daemon's ServiceAccount.
 pub fn rbac_yaml() -> String {
     let subject = json!([{
         "kind": "ServiceAccount",
@@ -376,6 +421,19 @@ pub fn rbac_yaml() -> String {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DEPLOY_NAME},
             "subjects": subject,
         }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": DEPLOY_NAME, "namespace": AGENT_NAMESPACE, "labels": labels},
+            "rules": rules(Scope::Agents),
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": DEPLOY_NAME, "namespace": AGENT_NAMESPACE, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DEPLOY_NAME},
+            "subjects": subject,
+        }),
     ];
     documents
         .iter()
@@ -397,7 +455,9 @@ pub fn markdown_table() -> String {
         }
         let scope = match p.scope {
             Scope::Cluster => "all namespaces (ClusterRole)".to_string(),
-            Scope::System => format!("`{SYSTEM_NAMESPACE}` (Role)"),
+            Scope::System | Scope::Agents => {
+                format!("`{}` (Role)", p.scope.namespace().unwrap_or_default())
+            }
         };
         let _ = writeln!(
             table,

@@ -10,7 +10,7 @@ use crate::shared::models::sandbox::SandboxStatus;
 #[async_trait]
 impl SandboxBackend for KubernetesPlatform {
     fn backends(&self) -> &'static [&'static str] {
-        &[KQL_BACKEND, KFD_BACKEND]
+        &[KQL_BACKEND, KFD_BACKEND, SBXD_BACKEND]
     }
 
     fn root_disk_bytes(&self, backend: &str) -> Option<u64> {
@@ -18,6 +18,15 @@ impl SandboxBackend for KubernetesPlatform {
     }
 
     async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
+        if new.backend == SBXD_BACKEND {
+            return self.sbxd_create(new).await;
+        }
+        if self.sbxd_record(&new.namespace, &new.name).await?.is_some() {
+            return Err(PlatformError::AlreadyExists(format!(
+                "sandbox '{}' already exists in namespace '{}'",
+                new.name, new.namespace
+            )));
+        }
         let template = objects::sandboxes::SandboxTemplate::of(&new, self.settings.root_disk_bytes);
         let env = if new.env.is_empty() {
             workloads::Env::None
@@ -36,14 +45,27 @@ impl SandboxBackend for KubernetesPlatform {
 
     async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
         let deployments = self.sandbox_deployments(namespace).await?;
-        self.records(namespace, &deployments).await
+        let mut list = self.records(namespace, &deployments).await?;
+        let sbxd = self.sbxd_records(namespace).await?;
+        if !sbxd.is_empty() {
+            list.extend(sbxd.iter().map(|r| Self::sbxd_sandbox(r)));
+            list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        }
+        Ok(list)
     }
 
     fn sandboxes_version(&self) -> Option<u64> {
-        Some(self.deployment_cache.version()? + self.pod_cache.version()?)
+        Some(
+            self.deployment_cache.version()?
+                + self.pod_cache.version()?
+                + self.sbxd_cache.version()?,
+        )
     }
 
     async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return Ok(Self::sbxd_sandbox(&record));
+        }
         let d = self.sandbox_deployment(namespace, name).await?;
         let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
         let mut record = records
@@ -58,6 +80,9 @@ impl SandboxBackend for KubernetesPlatform {
     }
 
     async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_delete(&record).await;
+        }
         self.sandbox_deployment(namespace, name).await?;
         self.delete_sandbox_objects(namespace, name).await
     }
@@ -69,6 +94,9 @@ impl SandboxBackend for KubernetesPlatform {
         command: &str,
         timeout: Duration,
     ) -> PlatformResult<ExecResponse> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_exec(&record, command, timeout).await;
+        }
         self.exec(namespace, name, command, timeout).await
     }
 
@@ -80,11 +108,17 @@ impl SandboxBackend for KubernetesPlatform {
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_logs(&record, container, tail, since_secs).await;
+        }
         self.logs(namespace, name, container, tail, since_secs)
             .await
     }
 
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_pause(&record, true).await;
+        }
         let record = self.get_sandbox(namespace, name).await?;
         if record.status == crate::shared::models::sandbox::SandboxStatus::Paused {
             return Ok(());
@@ -99,6 +133,9 @@ impl SandboxBackend for KubernetesPlatform {
     }
 
     async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_pause(&record, false).await;
+        }
         let d = self.sandbox_deployment(namespace, name).await?;
         if d.spec.replicas == Some(0) {
             self.scale(namespace, name, 1).await
@@ -111,10 +148,23 @@ impl SandboxBackend for KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<SandboxMetrics>> {
-        self.metrics(namespace).await
+        let sbxd = self.sbxd_metrics(namespace).await?;
+        let mut all = match self.metrics(namespace).await {
+            Ok(metrics) => metrics,
+            // A cluster without metrics-server still has its agents' figures.
+            Err(PlatformError::Unavailable(_)) if !sbxd.is_empty() => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        all.extend(sbxd);
+        all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        Ok(all)
     }
 
     fn max_exec_timeout(&self) -> Duration {
         Duration::from_secs(3600)
+    }
+
+    async fn check_nodes(&self) -> PlatformResult<()> {
+        self.mark_lost_agents().await
     }
 }

@@ -215,6 +215,20 @@ impl TenantStore for KubernetesPlatform {
                 egress_bytes,
             });
         }
+        for r in self.sbxd_records(None).await? {
+            let size = objects::sbxd::size(&r);
+            let record = Self::sbxd_sandbox(&r);
+            out.sandboxes.push(MeterSample {
+                namespace: record.namespace,
+                name: record.name,
+                backend: record.backend,
+                state: record.status.to_string().to_ascii_lowercase(),
+                cpu_millis: size.cpu_millis,
+                memory_bytes: size.memory_bytes,
+                disk_bytes: size.disk_bytes,
+                egress_bytes: None,
+            });
+        }
         for s in self.cached_snapshot_objects().await? {
             if objects::snapshots::kind_of(&s).is_none() {
                 continue;
@@ -241,6 +255,13 @@ impl TenantStore for KubernetesPlatform {
                 total.disk_bytes += size.disk_bytes;
                 total.root_disk_bytes += size.root_disk_bytes;
             }
+            for r in self.read_sbxd_records(Some(ns)).await? {
+                let size = objects::sbxd::size(&r);
+                total.sandboxes += 1;
+                total.cpu_millis += size.cpu_millis;
+                total.memory_bytes += size.memory_bytes;
+                total.disk_bytes += size.disk_bytes;
+            }
             for s in self.read_snapshot_objects(Some(ns)).await? {
                 if objects::snapshots::kind_of(&s).is_some() {
                     total.snapshot_bytes += objects::snapshots::restore_size(&s);
@@ -251,6 +272,9 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return Ok(objects::sbxd::size(&record));
+        }
         Ok(objects::sandboxes::size(
             &self.sandbox_deployment(namespace, name).await?,
         ))

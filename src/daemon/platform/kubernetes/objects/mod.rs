@@ -4,5 +4,6 @@
 //! parsed here, and tested without a cluster.
 pub mod names;
 pub mod sandboxes;
+pub mod sbxd;
 pub mod snapshots;
 pub mod tenants;

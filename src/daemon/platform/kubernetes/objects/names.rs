@@ -7,6 +7,8 @@ pub const TENANT_LABEL: &str = "sbx.io/tenant";
 pub const SANDBOX_LABEL: &str = "sbx.io/sandbox";
 /// Label marking objects sbx manages.
 pub const MANAGED_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Label of an SbxdSandbox record: the node whose agent runs it (agents list theirs by it).
+pub const NODE_LABEL: &str = "sbx.io/node";
 
 // Annotations of sandbox Deployments and their Pods.
 /// Annotation recording the backend.
