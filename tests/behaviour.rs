@@ -32,6 +32,8 @@ enum Platform {
     /// The Kubernetes platform as an operator runs it: `sbx serve` deployed from `deploy/`
     /// in the test cluster, its sandboxes real containers on the real node.
     InCluster,
+    /// The same, with the `sbxd` backend: sandboxes run by the agent on the real node.
+    InClusterSbxd,
 }
 
 /// Kubernetes scenarios share one API server (and its `kube-system` objects): one at a time.
@@ -105,7 +107,7 @@ impl Env {
                     _cluster: Some(guard),
                 }
             }
-            Platform::InCluster => {
+            Platform::InCluster | Platform::InClusterSbxd => {
                 let guard = CLUSTER.lock().await;
                 let deployed = in_cluster::deployed().await;
                 let replicas = deployed.up().await;
@@ -132,11 +134,14 @@ impl Env {
             namespace: Some(self.namespace.clone()),
             image: Some(self.image.clone()),
             // The deployed service runs in production mode: every sandbox names its size.
-            limits: (self.platform == Platform::InCluster).then(|| ResourceLimits {
-                cpu: Some("250m".into()),
-                memory: Some("128Mi".into()),
-                ..Default::default()
-            }),
+            limits: matches!(self.platform, Platform::InCluster | Platform::InClusterSbxd).then(
+                || ResourceLimits {
+                    cpu: Some("250m".into()),
+                    memory: Some("128Mi".into()),
+                    ..Default::default()
+                },
+            ),
+            backend: (self.platform == Platform::InClusterSbxd).then(|| "sbxd".to_string()),
             ..Default::default()
         }
     }
@@ -197,7 +202,7 @@ impl Env {
     async fn say(&self, name: &str, line: &str) {
         match self.platform {
             // A real container (sbxd's, or the real node's): its main process's output.
-            Platform::Local | Platform::InCluster => {
+            Platform::Local | Platform::InCluster | Platform::InClusterSbxd => {
                 let r = self
                     .exec(name, &format!("echo '{line}' > /proc/1/fd/1"))
                     .await;
@@ -233,7 +238,7 @@ impl Env {
 
     fn backend(&self) -> &'static str {
         match self.platform {
-            Platform::Local => "sbxd",
+            Platform::Local | Platform::InClusterSbxd => "sbxd",
             Platform::Kubernetes | Platform::InCluster => "kata-qemu-longhorn",
         }
     }
@@ -626,6 +631,12 @@ async fn lifecycle_in_cluster() {
     lifecycle(Platform::InCluster).await;
 }
 
+/// The sbxd backend on Kubernetes: the agent on the real node runs the sandbox.
+#[tokio::test]
+async fn lifecycle_in_cluster_on_sbxd() {
+    lifecycle(Platform::InClusterSbxd).await;
+}
+
 #[tokio::test]
 async fn snapshots_on_sbxd() {
     snapshots(Platform::Local).await;
@@ -639,4 +650,9 @@ async fn snapshots_on_kubernetes() {
 #[tokio::test]
 async fn snapshots_in_cluster() {
     snapshots(Platform::InCluster).await;
+}
+
+#[tokio::test]
+async fn snapshots_in_cluster_on_sbxd() {
+    snapshots(Platform::InClusterSbxd).await;
 }

@@ -83,6 +83,17 @@ fn sbxd_sandbox_crd_is_current() {
 }
 
 #[test]
+fn sbxd_snapshot_crd_is_current() {
+    let crd = sbx::daemon::platform::kubernetes::objects::sbxd::snapshot_crd();
+    let text = format!(
+        "# Generated from src/daemon/platform/kubernetes/objects/sbxd.rs by\n\
+         # `SBX_BLESS=1 cargo test --test generated`; do not edit.\n{}",
+        serde_yaml_ng::to_string(&crd).unwrap()
+    );
+    check("deploy/crds/sbxdsnapshots.sbx.io.yaml", &text);
+}
+
+#[test]
 fn rbac_is_current() {
     use sbx::daemon::platform::kubernetes::permissions;
     let text = format!(

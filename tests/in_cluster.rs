@@ -1346,3 +1346,221 @@ async fn a_lost_agent_fails_its_sandboxes_until_it_returns() {
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// Snapshots of the `sbxd` backend on Kubernetes, through the agent on the real node: a named
+/// snapshot (an SbxdSnapshot record naming the node), a cold fork (the files), a warm fork
+/// (the running processes too, by CRIU), a restore, a pause with a snapshot, GC of the forks'
+/// intermediate snapshots and deletes, every record read back through the API.
+#[tokio::test]
+async fn sbxd_snapshots_forks_and_restores_run_through_the_agent() {
+    let s = Scenario::new("sbxdsnap").await;
+    let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
+    let ns = s.namespace.clone();
+    let before = agent_sandbox_dirs();
+    let mut request = s.request("src", &s.busybox());
+    request.backend = Some("sbxd".into());
+    s.client.create_sandbox(&request).await.unwrap();
+    s.running("src").await;
+    s.exec("src", "echo v1 > /data.txt").await;
+    // A process whose memory a warm fork keeps: it counts on, in the clone too.
+    s.exec(
+        "src",
+        "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done' >/dev/null 2>&1 &",
+    )
+    .await;
+
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/src/snapshot?namespace={ns}"),
+        Some(serde_json::json!({"snapshot_name": "snap1", "namespace": ns})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/snapshots/snap1?namespace={ns}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["kind"], "named", "{body}");
+    assert_eq!(body["data"]["source_sandbox"], "src", "{body}");
+    let held = kubectl(
+        &s.deployed.kubectl,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "sbxdsnapshot",
+            "snap1",
+            "-o",
+            "jsonpath={.spec.node}",
+        ],
+    );
+    assert_eq!(held, node);
+
+    // Cold fork: the files.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/src/fork?namespace={ns}"),
+        Some(serde_json::json!({"new_name": "cold", "namespace": ns})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("cold").await;
+    assert_eq!(s.exec("cold", "cat /data.txt").await, (0, "v1\n".into()));
+    // Warm fork: the processes too.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/src/fork?namespace={ns}"),
+        Some(serde_json::json!({"new_name": "warm", "namespace": ns, "warm": true})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("warm").await;
+    let first: u64 = s
+        .exec("warm", "cat /tmp/counter")
+        .await
+        .1
+        .trim()
+        .parse()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later: u64 = s
+        .exec("warm", "cat /tmp/counter")
+        .await
+        .1
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        later > first && first > 1,
+        "the clone's counter: {first} then {later}"
+    );
+    assert_eq!(s.exec("warm", "cat /data.txt").await, (0, "v1\n".into()));
+
+    // Restore the named snapshot.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/snapshots/snap1/restore?namespace={ns}"),
+        Some(serde_json::json!({"new_sandbox_name": "restored", "namespace": ns})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    s.running("restored").await;
+    assert_eq!(
+        s.exec("restored", "cat /data.txt").await,
+        (0, "v1\n".into())
+    );
+    let restored = s.get("restored").await;
+    assert_eq!(
+        (restored.backend.as_str(), restored.image.as_str()),
+        ("sbxd", s.busybox().as_str())
+    );
+
+    // Pause with a snapshot.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/v1/sandboxes/cold/pause"),
+        Some(serde_json::json!({"namespace": ns, "snapshot": "p1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(s.get("cold").await.status, SandboxStatus::Paused);
+    let (status, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/snapshots?namespace={ns}&kind=pause"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"][0]["name"], "p1", "{body}");
+
+    // The forks' intermediate snapshots are swept by GC; named and pause ones stay.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/snapshots?namespace={ns}&kind=fork"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let forks = body["data"].as_array().map(Vec::len).unwrap_or_default();
+    assert_eq!(forks, 2, "{body}");
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        "/api/v1/snapshots/gc",
+        Some(serde_json::json!({"namespace": ns, "keep_fork_for": "0s"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let deleted = body["data"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["deleted"] == true)
+        .count();
+    assert_eq!(deleted, 2, "{body}");
+    let (_, body) = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/api/v1/snapshots?namespace={ns}"),
+        None,
+    )
+    .await;
+    let mut names: Vec<String> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["p1".to_string(), "snap1".to_string()], "{body}");
+
+    // Deletes: snapshots and sandboxes, gone from the cluster and the host.
+    for snapshot in ["snap1", "p1"] {
+        let (status, body) = call(
+            &s,
+            reqwest::Method::DELETE,
+            &format!("/api/v1/snapshots/{snapshot}?namespace={ns}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for sandbox in ["src", "cold", "warm", "restored"] {
+        let (status, body) = call(
+            &s,
+            reqwest::Method::DELETE,
+            &format!("/api/v1/sandboxes/{sandbox}?namespace={ns}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let left = kubectl(
+        &s.deployed.kubectl,
+        &[
+            "-n",
+            &ns,
+            "get",
+            "sbxdsnapshots,sbxdsandboxes",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(left.trim(), "");
+    let made: Vec<String> = agent_sandbox_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(made.is_empty(), "left on the host: {made:?}");
+}

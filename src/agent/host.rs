@@ -2,7 +2,8 @@
 //! `deploy/agent.yaml` runs): the sbxd runtime must run sandboxes where the host's OCI
 //! runtime, CRIU, `/run/netns` and cgroups are, and its sandboxes and their shims must outlive
 //! a restart of the agent's Pod. So, before any thread starts, the agent joins the mount and
-//! cgroup namespaces of the host's PID 1 (the Pod has `hostPID`), copies its own binary to
+//! cgroup namespaces of the host's PID 1 (the Pod has `hostPID`; or of the container runtime's
+//! shim that started it, where PID 1's cannot be read), copies its own binary to
 //! `<data dir>/bin/sbx` on the host (the shims run that file, not one inside an image that a
 //! Pod restart removes), moves itself out of its Pod's cgroup into `sbx-agent` at the root of
 //! every hierarchy (the container runtime kills what is left in a host-PID Pod's cgroup when
@@ -21,13 +22,30 @@ use nix::sched::{CloneFlags, setns};
 /// reachable (`/proc/self/fd/N`), for the service account files the kubelet mounted there.
 pub const CONTAINER_ROOT_ENV: &str = "SBX_AGENT_CONTAINER_ROOT";
 
+/// Set for the process executed on the host: the descriptor that keeps the container's mount
+/// namespace alive (with no process left in it, the kernel would take its mounts down, the
+/// service account's among them).
+pub const CONTAINER_NS_ENV: &str = "SBX_AGENT_CONTAINER_NS";
+
 /// The cgroup (at the root of every hierarchy) the agent and what it starts move to.
 const AGENT_CGROUP: &str = "sbx-agent";
 
-/// Whether this process already runs in the host's mount namespace (PID 1's).
+/// A process in the host's namespaces: PID 1, or where its namespaces cannot be read (an init
+/// that is not dumpable, as in some micro-VMs) the container runtime's shim that started this
+/// process (its parent: with `hostPID` the shim is visible, and it runs on the host).
+fn host_process() -> Option<String> {
+    let readable = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok();
+    if readable("1") {
+        return Some("1".into());
+    }
+    let parent = nix::unistd::getppid().as_raw();
+    (parent > 0 && readable(&parent.to_string())).then(|| parent.to_string())
+}
+
+/// Whether this process already runs in the host's mount namespace.
 pub fn on_host() -> bool {
     let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
-    match (ns("self"), ns("1")) {
+    match (ns("self"), host_process().and_then(|pid| ns(&pid))) {
         (Some(own), Some(host)) => own == host,
         _ => false,
     }
@@ -38,17 +56,26 @@ pub fn on_host() -> bool {
 pub fn enter(data_dir: &Path) -> Result<std::convert::Infallible> {
     let exe = std::fs::File::open("/proc/self/exe").context("open this binary")?;
     // The container's root, kept open across the exec (no close-on-exec).
+    let host = host_process().context(
+        "no process of the host to join: the agent's Pod needs hostPID: true and privileges",
+    )?;
     let root_fd = nix::fcntl::open(
         "/",
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
         nix::sys::stat::Mode::empty(),
     )
     .context("open the container's root")?;
+    let ns_fd = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        nix::fcntl::OFlag::O_RDONLY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .context("open the container's mount namespace")?;
     for (name, flag) in [
         ("cgroup", CloneFlags::CLONE_NEWCGROUP),
         ("mnt", CloneFlags::CLONE_NEWNS),
     ] {
-        let path = format!("/proc/1/ns/{name}");
+        let path = format!("/proc/{host}/ns/{name}");
         let ns = std::fs::File::open(&path).with_context(|| {
             format!("open {path} (the agent's Pod needs hostPID: true and privileges)")
         })?;
@@ -65,6 +92,7 @@ pub fn enter(data_dir: &Path) -> Result<std::convert::Infallible> {
     // SAFETY: single-threaded (see above); the environment is changed before the exec only.
     unsafe {
         std::env::set_var(CONTAINER_ROOT_ENV, format!("/proc/self/fd/{root_fd}"));
+        std::env::set_var(CONTAINER_NS_ENV, ns_fd.to_string());
     }
     let error = nix::unistd::execv(&program, &args).unwrap_err();
     bail!("execute {} on the host: {error}", binary.display())
@@ -153,7 +181,17 @@ pub fn in_cluster_kubeconfig(container_root: &Path) -> Result<kube::config::Kube
     } else {
         host
     };
-    let account = container_root.join("var/run/secrets/kubernetes.io/serviceaccount");
+    // `/var/run` is often a link to `/run`, which must resolve in the container, not the host.
+    let var_run = match std::fs::read_link(container_root.join("var/run")) {
+        Ok(target) => container_root.join(
+            target
+                .strip_prefix("/")
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| Path::new("var").join(&target)),
+        ),
+        Err(_) => container_root.join("var/run"),
+    };
+    let account = var_run.join("secrets/kubernetes.io/serviceaccount");
     let path = |file: &str| account.join(file).to_string_lossy().into_owned();
     Ok(Kubeconfig {
         clusters: vec![NamedCluster {
@@ -202,18 +240,22 @@ pub async fn kube_client() -> Result<kube::Client> {
     kube::Client::try_from(config).context("a client of the Kubernetes API")
 }
 
-/// Keeps the container root's descriptor (from [`enter`]) from leaking into the processes the agent starts.
+/// Keeps the container's descriptors (from [`enter`]) from leaking into the processes the
+/// agent starts.
 pub fn close_on_exec_container_root() {
-    if let Some(root) = std::env::var_os(CONTAINER_ROOT_ENV) {
-        if let Some(fd) = Path::new(&root)
+    let root = std::env::var_os(CONTAINER_ROOT_ENV).and_then(|root| {
+        Path::new(&root)
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.parse::<i32>().ok())
-        {
-            // SAFETY: fcntl on a descriptor number; F_SETFD with FD_CLOEXEC changes only flags.
-            unsafe {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
+    });
+    let ns = std::env::var(CONTAINER_NS_ENV)
+        .ok()
+        .and_then(|n| n.parse::<i32>().ok());
+    for fd in [root, ns].into_iter().flatten() {
+        // SAFETY: fcntl on a descriptor number; F_SETFD with FD_CLOEXEC changes only flags.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
         }
     }
 }

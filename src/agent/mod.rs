@@ -27,7 +27,9 @@ use axum::{Json, Router};
 
 use crate::daemon::platform::local::{LocalPlatform, RuntimeSettings};
 use crate::runtime::storage::Pools;
-use crate::shared::agent::{AUDIENCE, METRICS_PATH, SANDBOXES_PATH, STORAGE_PATH};
+use crate::shared::agent::{
+    AUDIENCE, GC_PATH, METRICS_PATH, SANDBOXES_PATH, SNAPSHOTS_PATH, STORAGE_PATH,
+};
 use crate::shared::envelope::{ErrorBody, ErrorEnvelope};
 
 /// What the agent serves and whom it answers.
@@ -124,6 +126,7 @@ async fn start_sandboxes(
 
 fn app(state: Arc<AgentState>) -> Router {
     let one = format!("{SANDBOXES_PATH}/{{namespace}}/{{name}}");
+    let snapshot = format!("{SNAPSHOTS_PATH}/{{namespace}}/{{name}}");
     Router::new()
         .route(STORAGE_PATH, get(storage))
         .route(SANDBOXES_PATH, post(sandboxes::create).get(sandboxes::list))
@@ -132,7 +135,20 @@ fn app(state: Arc<AgentState>) -> Router {
         .route(&format!("{one}/logs"), get(sandboxes::logs))
         .route(&format!("{one}/pause"), post(sandboxes::pause))
         .route(&format!("{one}/resume"), post(sandboxes::resume))
+        .route(&format!("{one}/snapshot"), post(sandboxes::snapshot))
+        .route(&format!("{one}/fork"), post(sandboxes::fork))
         .route(METRICS_PATH, get(sandboxes::metrics))
+        .route(SNAPSHOTS_PATH, get(sandboxes::list_snapshots))
+        .route(
+            &snapshot,
+            get(sandboxes::get_snapshot).delete(sandboxes::delete_snapshot),
+        )
+        .route(
+            &format!("{snapshot}/source"),
+            get(sandboxes::snapshot_source),
+        )
+        .route(&format!("{snapshot}/restore"), post(sandboxes::restore))
+        .route(GC_PATH, post(sandboxes::gc))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "NotFound", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -12,10 +12,12 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
-use crate::daemon::platform::SandboxBackend;
 use crate::daemon::platform::kubernetes::objects::names::NODE_LABEL;
-use crate::daemon::platform::kubernetes::objects::sbxd::{self, SbxdSandboxObject};
+use crate::daemon::platform::kubernetes::objects::sbxd::{
+    self, SbxdSandboxObject, SbxdSnapshotObject,
+};
 use crate::daemon::platform::local::LocalPlatform;
+use crate::daemon::platform::{SandboxBackend, SnapshotBackend};
 use crate::shared::agent::heartbeat_lease;
 
 /// How often records are brought in line with the runtime when nothing changed.
@@ -160,6 +162,45 @@ async fn sync(client: &kube::Client, sandboxes: &LocalPlatform, node: &str) -> R
         tracing::info!(%namespace, %name, "removing a sandbox whose record is gone");
         if let Err(e) = sandboxes.delete_sandbox(&namespace, &name).await {
             tracing::warn!(%namespace, %name, error = %e, "cannot remove a sandbox without record");
+        }
+    }
+    drop_unrecorded_snapshots(client, sandboxes, node, now).await
+}
+
+/// Removes the snapshots whose record is gone (the service records a snapshot right after
+/// the agent took it: only those older than [`CREATE_GRACE_SECS`] count).
+async fn drop_unrecorded_snapshots(
+    client: &kube::Client,
+    sandboxes: &LocalPlatform,
+    node: &str,
+    now: i64,
+) -> Result<(), String> {
+    let held = sandboxes
+        .list_snapshots(None, None, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    let api: Api<SbxdSnapshotObject> = Api::all(client.clone());
+    let records = api
+        .list(&ListParams::default().labels(&format!("{NODE_LABEL}={node}")))
+        .await
+        .map_err(|e| format!("list the SbxdSnapshot records of node {node}: {e}"))?;
+    for snapshot in held {
+        let recorded = records.items.iter().any(|r| {
+            r.metadata.namespace.as_deref() == Some(snapshot.namespace.as_str())
+                && r.metadata.name.as_deref() == Some(snapshot.name.as_str())
+        });
+        let taken =
+            crate::shared::timestamp::parse_timestamp(&snapshot.creation_timestamp).unwrap_or(now);
+        if recorded || now - taken < CREATE_GRACE_SECS {
+            continue;
+        }
+        let (namespace, name) = (snapshot.namespace, snapshot.name);
+        tracing::info!(%namespace, %name, "removing a snapshot whose record is gone");
+        if let Err(e) = sandboxes.delete_snapshot(&namespace, &name).await {
+            tracing::warn!(%namespace, %name, error = %e, "cannot remove a snapshot without record");
         }
     }
     Ok(())

@@ -14,8 +14,11 @@ use serde::Deserialize;
 
 use super::AgentState;
 use crate::daemon::platform::local::LocalPlatform;
-use crate::daemon::platform::{NewSandbox, PlatformError, SandboxBackend};
-use crate::shared::agent::ExecCall;
+use crate::daemon::platform::{
+    NewSandbox, PlatformError, RestorePlan, SandboxBackend, SnapshotBackend,
+};
+use crate::shared::agent::{ExecCall, ForkCall, GcCall, SnapshotCall, SnapshotSource};
+use crate::shared::models::snapshot::SnapshotKind;
 
 /// An answer of a sandbox route: the value, or the platform error as an [`AgentFault`].
 ///
@@ -158,7 +161,7 @@ pub(super) async fn resume(
     answer(outcome, StatusCode::OK)
 }
 
-/// `?namespace=` of the metrics route.
+/// `?namespace=` of the metrics and snapshot list routes.
 #[derive(Debug, Deserialize)]
 pub(super) struct MetricsQuery {
     namespace: Option<String>,
@@ -170,6 +173,131 @@ pub(super) async fn metrics(
 ) -> Response {
     let outcome = match manager(&state) {
         Ok(m) => m.sandbox_metrics(query.namespace.as_deref()).await,
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::OK)
+}
+
+pub(super) async fn snapshot(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    Json(call): Json<SnapshotCall>,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) if call.kind == SnapshotKind::Pause => {
+            m.pause_sandbox_with_snapshot(&namespace, &name, &call.snapshot)
+                .await
+        }
+        Ok(m) => {
+            m.snapshot_sandbox(&namespace, &name, &call.snapshot, call.kind)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::CREATED)
+}
+
+pub(super) async fn fork(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    Json(call): Json<ForkCall>,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => {
+            m.fork_sandbox(
+                &namespace,
+                &name,
+                &call.new_name,
+                call.snapshot.as_deref(),
+                call.warm,
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::CREATED)
+}
+
+pub(super) async fn list_snapshots(
+    State(state): State<Arc<AgentState>>,
+    Query(query): Query<MetricsQuery>,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => {
+            m.list_snapshots(query.namespace.as_deref(), None, None)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::OK)
+}
+
+pub(super) async fn get_snapshot(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => m.get_snapshot(&namespace, &name).await,
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::OK)
+}
+
+pub(super) async fn delete_snapshot(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => m.delete_snapshot(&namespace, &name).await,
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::OK)
+}
+
+pub(super) async fn snapshot_source(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    let outcome = async {
+        let record = manager(&state)?
+            .sandboxes()?
+            .snapshot_record(&namespace, &name)
+            .await?;
+        Ok(SnapshotSource {
+            image: record.source.image,
+            cpu_millis: record.source.cpu_millis,
+            memory_bytes: record.source.memory_bytes,
+            ephemeral_bytes: record.source.ephemeral_bytes,
+        })
+    }
+    .await;
+    answer(outcome, StatusCode::OK)
+}
+
+pub(super) async fn restore(
+    State(state): State<Arc<AgentState>>,
+    Path((_namespace, name)): Path<(String, String)>,
+    Json(mut plan): Json<RestorePlan>,
+) -> Response {
+    // Placed here by the service, as a create.
+    plan.nodes = None;
+    let outcome = match manager(&state) {
+        Ok(m) => m.restore_snapshot(&name, plan).await,
+        Err(e) => Err(e),
+    };
+    answer(outcome, StatusCode::CREATED)
+}
+
+pub(super) async fn gc(State(state): State<Arc<AgentState>>, Json(call): Json<GcCall>) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => {
+            m.gc_snapshots(
+                call.namespace.as_deref(),
+                Duration::from_secs(call.keep_for_seconds),
+                call.dry_run,
+            )
+            .await
+        }
         Err(e) => Err(e),
     };
     answer(outcome, StatusCode::OK)

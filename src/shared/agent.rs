@@ -47,3 +47,58 @@ pub struct AgentFault {
 pub fn heartbeat_lease(node: &str) -> String {
     format!("sbx-agent-{node}")
 }
+
+/// The snapshots of the node's sbxd sandboxes: `GET` lists them (`?namespace=` narrows);
+/// `/{namespace}/{name}` reads (`GET`) or deletes (`DELETE`) one; under it `source` (`GET`, a
+/// [`SnapshotSource`]) and `restore` (`POST` a `RestorePlan`). Snapshots are taken under a
+/// sandbox: `POST {SANDBOXES_PATH}/{namespace}/{name}/snapshot` (a [`SnapshotCall`]) and
+/// `…/fork` (a [`ForkCall`]).
+pub const SNAPSHOTS_PATH: &str = "/v1/snapshots";
+
+/// `POST`: deletes `fork` snapshots older than a bound (a [`GcCall`]); the results.
+pub const GC_PATH: &str = "/v1/gc";
+
+/// A snapshot the service asks an agent to take.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotCall {
+    /// The snapshot's name.
+    pub snapshot: String,
+    /// `pause` (the sandbox is paused and snapshotted while frozen), `fork` or `named`.
+    pub kind: crate::shared::models::snapshot::SnapshotKind,
+}
+
+/// A fork the service asks an agent for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForkCall {
+    /// The clone's name.
+    pub new_name: String,
+    /// The snapshot to keep (`None`: an intermediate `fork` snapshot).
+    pub snapshot: Option<String>,
+    /// Keep the running processes (CRIU).
+    pub warm: bool,
+}
+
+/// A GC sweep the service asks an agent for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GcCall {
+    /// Only this namespace (`None`: all).
+    pub namespace: Option<String>,
+    /// `fork` snapshots older than this go, seconds.
+    pub keep_for_seconds: u64,
+    /// Report only.
+    pub dry_run: bool,
+}
+
+/// What the sandbox a snapshot was taken of was (`GET {SNAPSHOTS_PATH}/{namespace}/{name}/source`):
+/// what a restore of it starts from and reserves.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotSource {
+    /// Image reference.
+    pub image: String,
+    /// CPU limit, millicores.
+    pub cpu_millis: Option<u64>,
+    /// Memory limit, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Writable-layer limit, bytes.
+    pub ephemeral_bytes: Option<u64>,
+}

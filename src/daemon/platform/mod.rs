@@ -164,7 +164,7 @@ pub struct NewSandbox {
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
 /// recorded with the snapshot (`None`: take the snapshot's).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RestorePlan {
     /// Namespace of the snapshot and of the new sandbox.
     pub namespace: String,
@@ -243,7 +243,7 @@ pub struct StoredTenant {
 
 /// What the sandboxes and snapshots of some namespaces hold against tenant quotas. A
 /// sandbox's reservation stands while it exists, paused or not.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Reservation {
     /// Sandboxes.
     pub sandboxes: u64,

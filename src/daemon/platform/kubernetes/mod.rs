@@ -27,6 +27,7 @@ pub mod permissions;
 use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod sbxd;
+mod sbxd_snapshots;
 mod snapshots;
 mod tenants;
 mod volumes;
@@ -206,6 +207,8 @@ pub struct KubernetesPlatform {
     pod_cache: cache::Cache<Pod>,
     /// The records of sbxd sandboxes (`SbxdSandbox`) as watched.
     sbxd_cache: cache::Cache<objects::sbxd::SbxdSandboxObject>,
+    /// The records of sbxd snapshots (`SbxdSnapshot`) as watched.
+    sbxd_snapshot_cache: cache::Cache<objects::sbxd::SbxdSnapshotObject>,
     /// Sandbox VolumeSnapshots as watched.
     snapshot_cache: cache::Cache<DynamicObject>,
     /// The kubelets' stats summaries (bytes each sandbox sent).
@@ -280,6 +283,11 @@ impl KubernetesPlatform {
                 Api::all(client.clone()),
                 &managed,
                 "sbxd sandbox records",
+            ),
+            sbxd_snapshot_cache: cache::Cache::start(
+                Api::all(client.clone()),
+                &managed,
+                "sbxd snapshot records",
             ),
             snapshot_cache: cache::Cache::start_with(
                 Api::all_with(client.clone(), &objects::snapshots::resource()),

@@ -191,6 +191,13 @@ pub const PERMISSIONS: &[Permission] = &[
     ),
     rule(
         "sbx.io",
+        "sbxdsnapshots",
+        &["get", "list", "watch", "create", "delete"],
+        Scope::Cluster,
+        "a snapshot of an sbxd sandbox is an `SbxdSnapshot` record naming the node that holds its layers (watched)",
+    ),
+    rule(
+        "sbx.io",
         "sbxdsandboxes/status",
         &["patch"],
         Scope::Cluster,
@@ -273,6 +280,11 @@ pub const REQUIRED_APIS: &[(&str, &str, &str)] = &[
         "sbx.io/v1alpha1",
         "sbxdsandboxes",
         "the SbxdSandbox CRD: kubectl apply -f deploy/crds/sbxdsandboxes.sbx.io.yaml",
+    ),
+    (
+        "sbx.io/v1alpha1",
+        "sbxdsnapshots",
+        "the SbxdSnapshot CRD: kubectl apply -f deploy/crds/sbxdsnapshots.sbx.io.yaml",
     ),
     (
         "snapshot.storage.k8s.io/v1",

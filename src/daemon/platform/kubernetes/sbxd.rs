@@ -21,7 +21,7 @@ fn sandbox_path(namespace: &str, name: &str) -> String {
 }
 
 impl KubernetesPlatform {
-    fn sbxd_api(&self, namespace: &str) -> Api<SbxdSandboxObject> {
+    pub(super) fn sbxd_api(&self, namespace: &str) -> Api<SbxdSandboxObject> {
         Api::namespaced(self.client.clone(), namespace)
     }
 
@@ -77,11 +77,8 @@ impl KubernetesPlatform {
     async fn sbxd_place(&self, new: &NewSandbox) -> PlatformResult<String> {
         let agents = self.agents.running(&self.client).await?;
         let dedicated = crate::daemon::platform::TenantStore::node_dedications(self).await?;
-        let tenant = Api::<Namespace>::all(self.client.clone())
-            .get_opt(&new.namespace)
-            .await
-            .map_err(|e| kube_error(&format!("namespace {}", new.namespace), e))?
-            .and_then(|n| n.metadata.labels?.get(TENANT_LABEL).cloned());
+        // Made on first use, as for every backend; its tenant label says whose it is.
+        let tenant = self.ensure_namespace(&new.namespace).await?;
         let candidates: Vec<&String> = agents
             .iter()
             .filter(|node| {
@@ -170,7 +167,7 @@ impl KubernetesPlatform {
 
     /// Writes the sandbox's status as its agent reports it now and waits until this replica's
     /// cache shows it (best effort: the agent writes it too).
-    async fn sbxd_refresh(&self, namespace: &str, name: &str, node: &str) {
+    pub(super) async fn sbxd_refresh(&self, namespace: &str, name: &str, node: &str) {
         let reported = self
             .agents
             .call::<Sandbox>(

@@ -229,6 +229,12 @@ impl TenantStore for KubernetesPlatform {
                 egress_bytes: None,
             });
         }
+        for r in self.sbxd_snapshots(None).await? {
+            let namespace = r.metadata.namespace.clone().unwrap_or_default();
+            *out.snapshot_bytes
+                .entry((namespace, SBXD_BACKEND.to_string()))
+                .or_default() += u64::try_from(r.spec.size_bytes).unwrap_or(0);
+        }
         for s in self.cached_snapshot_objects().await? {
             if objects::snapshots::kind_of(&s).is_none() {
                 continue;
@@ -262,6 +268,9 @@ impl TenantStore for KubernetesPlatform {
                 total.memory_bytes += size.memory_bytes;
                 total.disk_bytes += size.disk_bytes;
             }
+            for r in self.read_sbxd_snapshots(Some(ns)).await? {
+                total.snapshot_bytes += u64::try_from(r.spec.size_bytes).unwrap_or(0);
+            }
             for s in self.read_snapshot_objects(Some(ns)).await? {
                 if objects::snapshots::kind_of(&s).is_some() {
                     total.snapshot_bytes += objects::snapshots::restore_size(&s);
@@ -281,6 +290,19 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
+        if let Some(record) = self.sbxd_snapshot(namespace, name).await? {
+            let source = self
+                .sbxd_snapshot_source(namespace, name, &record.spec.node)
+                .await?;
+            return Ok(Reservation {
+                sandboxes: 1,
+                cpu_millis: source.cpu_millis.unwrap_or(0),
+                memory_bytes: source.memory_bytes.unwrap_or(0),
+                disk_bytes: source.ephemeral_bytes.unwrap_or(0),
+                root_disk_bytes: 0,
+                snapshot_bytes: 0,
+            });
+        }
         let t = self.snapshot_template(namespace, name).await?;
         let root = t.root_disk_bytes.unwrap_or(0);
         Ok(Reservation {

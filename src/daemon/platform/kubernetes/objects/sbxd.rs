@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::names::{MANAGED_LABEL, NODE_LABEL};
 use crate::daemon::platform::{NewSandbox, Reservation};
 use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
+use crate::shared::models::snapshot::{Snapshot, SnapshotKind};
 
 /// The backend name.
 pub const BACKEND: &str = "sbxd";
@@ -82,6 +83,110 @@ fn unsigned(value: Option<i64>) -> u64 {
 /// The CustomResourceDefinition of SbxdSandbox.
 pub fn crd() -> CustomResourceDefinition {
     SbxdSandboxObject::crd()
+}
+
+/// A snapshot of an sbxd sandbox: layers on the node whose agent took it, where its restores
+/// and forks run too.
+#[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "sbx.io",
+    version = "v1alpha1",
+    kind = "SbxdSnapshot",
+    root = "SbxdSnapshotObject",
+    plural = "sbxdsnapshots",
+    singular = "sbxdsnapshot",
+    namespaced,
+    doc = "A snapshot of an sbxd sandbox, kept as layers on the node whose sbx agent took it: written by sbx serve.",
+    printcolumn = r#"{"name": "Node", "type": "string", "jsonPath": ".spec.node"}"#,
+    printcolumn = r#"{"name": "Sandbox", "type": "string", "jsonPath": ".spec.sourceSandbox"}"#,
+    printcolumn = r#"{"name": "Kind", "type": "string", "jsonPath": ".spec.kind"}"#,
+    printcolumn = r#"{"name": "Bytes", "type": "integer", "jsonPath": ".spec.sizeBytes"}"#,
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SbxdSnapshotSpec {
+    /// The node whose agent holds its layers.
+    pub node: String,
+    /// The sandbox it was taken from.
+    pub source_sandbox: String,
+    /// `pause`, `fork` or `named`.
+    pub kind: String,
+    /// Size of its own layer on the node, bytes.
+    pub size_bytes: i64,
+    /// When the agent took it, RFC 3339.
+    pub created: String,
+}
+
+/// The CustomResourceDefinition of SbxdSnapshot.
+pub fn snapshot_crd() -> CustomResourceDefinition {
+    SbxdSnapshotObject::crd()
+}
+
+/// The record of a snapshot an agent on `node` reports.
+pub fn snapshot_object(snapshot: &Snapshot, node: &str) -> SbxdSnapshotObject {
+    let mut object = SbxdSnapshotObject::new(
+        &snapshot.name,
+        SbxdSnapshotSpec {
+            node: node.to_string(),
+            source_sandbox: snapshot.source_sandbox.clone(),
+            kind: snapshot.kind.as_str().to_string(),
+            size_bytes: signed(snapshot.size_bytes),
+            created: snapshot.creation_timestamp.clone(),
+        },
+    );
+    object.metadata.namespace = Some(snapshot.namespace.clone());
+    object.metadata.labels = Some(labels(node));
+    object
+}
+
+/// The snapshot a record reads as, `now` in Unix seconds.
+pub fn snapshot_record(object: &SbxdSnapshotObject, now: i64) -> Snapshot {
+    let created = crate::shared::timestamp::parse_timestamp(&object.spec.created)
+        .ok()
+        .or_else(|| {
+            object
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second())
+        })
+        .unwrap_or(now);
+    let kind = SnapshotKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == object.spec.kind)
+        .unwrap_or(SnapshotKind::Named);
+    Snapshot {
+        name: object.metadata.name.clone().unwrap_or_default(),
+        namespace: object.metadata.namespace.clone().unwrap_or_default(),
+        source_pvc: String::new(),
+        source_sandbox: object.spec.source_sandbox.clone(),
+        kind,
+        ready_to_use: true,
+        creation_timestamp: crate::shared::timestamp::format_rfc3339_utc(created),
+        age: crate::shared::duration::format_age(now.saturating_sub(created).max(0) as u64),
+        size_bytes: unsigned(Some(object.spec.size_bytes)),
+        snapshot_class: SNAPSHOT_CLASS.to_string(),
+    }
+}
+
+/// The snapshot class of sbxd layers (as the embedded default reports it).
+pub const SNAPSHOT_CLASS: &str = "sbxd-layer";
+
+/// The labels of a record of `node`: sbx's, and the node's (its agent lists its own by it).
+pub fn labels(node: &str) -> std::collections::BTreeMap<String, String> {
+    [
+        (
+            MANAGED_LABEL.to_string(),
+            super::super::FIELD_MANAGER.to_string(),
+        ),
+        (NODE_LABEL.to_string(), node.to_string()),
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// The record of a new sandbox placed on `node`.
