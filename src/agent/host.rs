@@ -27,6 +27,9 @@ pub const CONTAINER_ROOT_ENV: &str = "SBX_AGENT_CONTAINER_ROOT";
 /// service account's among them).
 pub const CONTAINER_NS_ENV: &str = "SBX_AGENT_CONTAINER_NS";
 
+/// The search path on the host (its OCI runtime, CRIU, `nft`, `ip`, `lvs`).
+const HOST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// The cgroup (at the root of every hierarchy) the agent and what it starts move to.
 const AGENT_CGROUP: &str = "sbx-agent";
 
@@ -90,7 +93,9 @@ pub fn enter(data_dir: &Path) -> Result<std::convert::Infallible> {
         .context("arguments")?;
     let program = CString::new(binary.as_os_str().as_encoded_bytes()).context("binary path")?;
     // SAFETY: single-threaded (see above); the environment is changed before the exec only.
+    // The image's PATH names its own directories: the host's tools are in the usual ones.
     unsafe {
+        std::env::set_var("PATH", HOST_PATH);
         std::env::set_var(CONTAINER_ROOT_ENV, format!("/proc/self/fd/{root_fd}"));
         std::env::set_var(CONTAINER_NS_ENV, ns_fd.to_string());
     }
