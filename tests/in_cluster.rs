@@ -1484,7 +1484,7 @@ async fn sbxd_snapshots_forks_and_restores_run_through_the_agent() {
     let (status, body) = call(
         &s,
         reqwest::Method::POST,
-        &format!("/api/v1/sandboxes/cold/pause"),
+        "/api/v1/sandboxes/cold/pause",
         Some(serde_json::json!({"namespace": ns, "snapshot": "p1"})),
     )
     .await;

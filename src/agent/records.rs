@@ -25,7 +25,7 @@ pub const SYNC_EVERY: Duration = Duration::from_secs(2);
 /// How often the runtime's state is looked at for a change (an in-memory counter).
 const CHANGE_POLL: Duration = Duration::from_millis(20);
 /// How often the heartbeat Lease is renewed.
-pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// A record younger than this with no sandbox is a create in flight, not a lost sandbox.
 const CREATE_GRACE_SECS: i64 = 30;
 /// Field manager of the agent's writes.

@@ -184,7 +184,7 @@ async fn sandboxes_are_deployments() {
             "already exists",
         ),
         (
-            json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "backend": "sbxd"}),
+            json!({"name": "x", "namespace": "sb-ns", "image": "busybox", "backend": "sbxd-fc"}),
             "kata-qemu-longhorn",
         ),
     ] {
