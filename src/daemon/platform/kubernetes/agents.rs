@@ -28,10 +28,15 @@ enum Located {
     Missing(String),
 }
 
+/// How long where the agents are is reused (a list of their Pods per sandbox call would cost
+/// more than the call); an agent that does not answer drops it at once.
+const LOCATIONS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A client of the nodes' agents.
 pub struct Agents {
     http: reqwest::Client,
     settings: AgentSettings,
+    located: std::sync::Mutex<Option<(std::time::Instant, HashMap<String, Located>)>>,
 }
 
 impl Agents {
@@ -45,7 +50,24 @@ impl Agents {
         Agents {
             http,
             settings: settings.clone(),
+            located: std::sync::Mutex::new(None),
         }
+    }
+
+    /// [`Agents::locate`], reused for [`LOCATIONS_TTL`].
+    async fn located(&self, client: &kube::Client) -> PlatformResult<HashMap<String, Located>> {
+        if let Some((at, found)) = self.located.lock().expect("agents lock").as_ref() {
+            if at.elapsed() < LOCATIONS_TTL {
+                return Ok(found.clone());
+            }
+        }
+        let found = self.locate(client).await?;
+        *self.located.lock().expect("agents lock") = Some((std::time::Instant::now(), found.clone()));
+        Ok(found)
+    }
+
+    fn forget_locations(&self) {
+        *self.located.lock().expect("agents lock") = None;
     }
 
     /// Each node's agent, from the agent Pods of the configured namespace.
@@ -82,7 +104,7 @@ impl Agents {
     /// The nodes whose agent runs now.
     pub async fn running(&self, client: &kube::Client) -> PlatformResult<Vec<String>> {
         let mut nodes: Vec<String> = self
-            .locate(client)
+            .located(client)
             .await?
             .into_iter()
             .filter(|(_, at)| matches!(at, Located::At(_)))
@@ -105,7 +127,7 @@ impl Agents {
         timeout: Option<std::time::Duration>,
     ) -> PlatformResult<T> {
         let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
-        let ip = match self.locate(client).await?.remove(node) {
+        let ip = match self.located(client).await?.remove(node) {
             Some(Located::At(ip)) => ip,
             Some(Located::Missing(why)) => return Err(unreachable(why)),
             None => {
@@ -126,6 +148,8 @@ impl Agents {
             request = request.json(&body);
         }
         let response = request.send().await.map_err(|e| {
+            // Perhaps a new Pod of the agent, elsewhere: look again next time.
+            self.forget_locations();
             unreachable(if e.is_timeout() {
                 format!(
                     "its sbx agent at {address} did not answer in {} s",

@@ -161,7 +161,7 @@ impl KubernetesPlatform {
             }
             return Err(error);
         }
-        self.sbxd_refresh(&new.namespace, &new.name, &node).await;
+        // Pending until the agent reports it started (its status write, within milliseconds).
         Ok(())
     }
 
