@@ -123,13 +123,7 @@ async fn sync(client: &kube::Client, sandboxes: &LocalPlatform, node: &str) -> R
         let status = match running.remove(&(namespace.clone(), name.clone())) {
             Some(sandbox) => sbxd::status_of(&sandbox),
             None => {
-                let created = record
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| t.0.as_second())
-                    .unwrap_or(now);
-                if now - created < CREATE_GRACE_SECS {
+                if now - sbxd::created(&record.metadata, now) < CREATE_GRACE_SECS {
                     continue;
                 }
                 sbxd::SbxdSandboxStatus {

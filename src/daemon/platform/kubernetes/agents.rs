@@ -62,7 +62,8 @@ impl Agents {
             }
         }
         let found = self.locate(client).await?;
-        *self.located.lock().expect("agents lock") = Some((std::time::Instant::now(), found.clone()));
+        *self.located.lock().expect("agents lock") =
+            Some((std::time::Instant::now(), found.clone()));
         Ok(found)
     }
 

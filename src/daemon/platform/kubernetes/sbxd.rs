@@ -383,14 +383,10 @@ impl KubernetesPlatform {
             let Some(Some(message)) = verdicts.get(&node) else {
                 continue;
             };
-            let created = record
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second())
-                .unwrap_or(now);
             let status = record.status.clone().unwrap_or_default();
-            if now - created <= lost_after || status.phase == SandboxStatus::Failed.as_str() {
+            if now - records::created(&record.metadata, now) <= lost_after
+                || status.phase == SandboxStatus::Failed.as_str()
+            {
                 continue;
             }
             let (namespace, name) = names_of(&record);
@@ -417,7 +413,8 @@ impl KubernetesPlatform {
     }
 }
 
-fn names_of(record: &SbxdSandboxObject) -> (String, String) {
+/// A record's namespace and name.
+pub(super) fn names_of(record: &SbxdSandboxObject) -> (String, String) {
     (
         record.metadata.namespace.clone().unwrap_or_default(),
         record.metadata.name.clone().unwrap_or_default(),

@@ -9,6 +9,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use reqwest::Method;
 
 use super::objects::sbxd::{self as records, SbxdSandboxObject, SbxdSnapshotObject};
+use super::sbxd::names_of;
 use super::*;
 use crate::shared::agent::{
     ForkCall, GC_PATH, GcCall, SANDBOXES_PATH, SNAPSHOTS_PATH, SnapshotCall,
@@ -410,11 +411,4 @@ impl KubernetesPlatform {
         }
         Ok(out)
     }
-}
-
-fn names_of(record: &SbxdSandboxObject) -> (String, String) {
-    (
-        record.metadata.namespace.clone().unwrap_or_default(),
-        record.metadata.name.clone().unwrap_or_default(),
-    )
 }

@@ -146,15 +146,7 @@ pub fn snapshot_object(snapshot: &Snapshot, node: &str) -> SbxdSnapshotObject {
 /// The snapshot a record reads as, `now` in Unix seconds.
 pub fn snapshot_record(object: &SbxdSnapshotObject, now: i64) -> Snapshot {
     let created = crate::shared::timestamp::parse_timestamp(&object.spec.created)
-        .ok()
-        .or_else(|| {
-            object
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second())
-        })
-        .unwrap_or(now);
+        .unwrap_or_else(|_| created(&object.metadata, now));
     let kind = SnapshotKind::ALL
         .into_iter()
         .find(|k| k.as_str() == object.spec.kind)
@@ -240,15 +232,18 @@ fn phase(text: &str) -> SandboxStatus {
     }
 }
 
+/// When a record was made, Unix seconds (`now` when the API server has not said).
+pub fn created(meta: &kube::api::ObjectMeta, now: i64) -> i64 {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .unwrap_or(now)
+}
+
 /// The sandbox a record reads as, `now` in Unix seconds.
 pub fn record(object: &SbxdSandboxObject, now: i64) -> Sandbox {
     let status = object.status.clone().unwrap_or_default();
-    let created = object
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .unwrap_or(now);
+    let created = created(&object.metadata, now);
     let phase = if object.metadata.deletion_timestamp.is_some() {
         SandboxStatus::Terminating
     } else {
