@@ -219,8 +219,19 @@ patches:
             repo.join("deploy/namespace.yaml").to_str().unwrap(),
         ],
     );
-    // The agent's sandboxes are routed through a namespace of this test process.
+    // The agent's sandboxes are routed through a namespace of this test process; it and the
+    // agent's data dir go when the process exits (the tests delete their sandboxes).
     let router = agent_router_netns();
+    extern "C" fn remove_agent_leftovers() {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &agent_router_netns()])
+            .output();
+        let _ = std::fs::remove_dir_all(agent_data_dir());
+    }
+    // SAFETY: registers a plain function to run at exit; it touches no Rust state.
+    unsafe {
+        libc::atexit(remove_agent_leftovers);
+    }
     let _ = Command::new("ip").args(["netns", "del", &router]).output();
     for args in [
         vec!["netns", "add", router.as_str()],
