@@ -1271,18 +1271,27 @@ impl Drop for AgentBack {
 }
 
 /// A node whose agent goes away: calls for its sandboxes answer 503 naming the node at once
-/// (never hang), its sandboxes read Failed with the reason after `agentLostAfter` (15 s here),
-/// and when the agent returns they read Running again — the sandbox kept running meanwhile
-/// (the agent's Pod is gone, not its sandboxes) and answers execs as before.
+/// (never hang), its sandboxes read Failed with the reason after `agentLostAfter` (15 s here)
+/// and can be deleted then, and when the agent returns they read Running again — the sandbox
+/// kept running meanwhile (the agent's Pod is gone, not its sandboxes) and answers execs as
+/// before — and the one deleted meanwhile is removed from the node.
 #[tokio::test]
 async fn a_lost_agent_fails_its_sandboxes_until_it_returns() {
     let s = Scenario::new("lost").await;
     let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
-    let mut request = s.request("kept", &s.busybox());
-    request.backend = Some("sbxd".into());
-    s.client.create_sandbox(&request).await.unwrap();
-    s.running("kept").await;
+    let before = agent_sandbox_dirs();
+    for name in ["kept", "dropped"] {
+        let mut request = s.request(name, &s.busybox());
+        request.backend = Some("sbxd".into());
+        s.client.create_sandbox(&request).await.unwrap();
+        s.running(name).await;
+    }
     s.exec("kept", "echo 42 > /tmp/state").await;
+    let made: Vec<String> = agent_sandbox_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert_eq!(made.len(), 2, "{made:?}");
     let back = AgentBack {
         kubectl: s.deployed.kubectl.clone(),
         node: node.clone(),
@@ -1334,9 +1343,33 @@ async fn a_lost_agent_fails_its_sandboxes_until_it_returns() {
         failed.error_message.contains(&node) && failed.error_message.contains("unreachable"),
         "{failed:?}"
     );
+    // A sandbox of a lost node can still be deleted: its record goes now, and the agent
+    // removes the sandbox when it returns.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::DELETE,
+        &format!("/api/v1/sandboxes/dropped?namespace={}", s.namespace),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
     drop(back);
     s.running("kept").await;
     assert_eq!(s.exec("kept", "cat /tmp/state").await, (0, "42\n".into()));
+    let started = Instant::now();
+    while agent_sandbox_dirs()
+        .iter()
+        .filter(|d| made.contains(d))
+        .count()
+        != 1
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the returned agent kept the deleted sandbox: {:?}",
+            agent_sandbox_dirs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let (status, body) = call(
         &s,
         reqwest::Method::DELETE,

@@ -204,7 +204,7 @@ impl KubernetesPlatform {
     }
 
     /// Deletes an sbxd sandbox: the agent's first (a node that does not answer is a 503 and
-    /// nothing changes), then its record.
+    /// nothing changes, unless its agent is lost: then the record goes alone), then its record.
     pub(super) async fn sbxd_delete(&self, record: &SbxdSandboxObject) -> PlatformResult<()> {
         let namespace = record.metadata.namespace.clone().unwrap_or_default();
         let name = record.metadata.name.clone().unwrap_or_default();
@@ -221,6 +221,7 @@ impl KubernetesPlatform {
             .await;
         match removed {
             Ok(_) | Err(PlatformError::NotFound(_)) => {}
+            Err(e) if self.may_forget(&record.spec.node, &e).await => {}
             Err(e) => return Err(e),
         }
         match self
@@ -346,6 +347,46 @@ impl KubernetesPlatform {
         Ok(out)
     }
 
+    /// Why `node`'s agent counts as lost (no heartbeat for `agentLostAfter`), or `None`.
+    pub(super) async fn agent_lost(&self, node: &str) -> PlatformResult<Option<String>> {
+        let leases: Api<Lease> =
+            Api::namespaced(self.client.clone(), &self.settings.agents.namespace);
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let lost_after = self.settings.agents.lost_after.as_secs() as i64;
+        let renewed = leases
+            .get_opt(&heartbeat_lease(node))
+            .await
+            .map_err(|e| kube_error("read an agent's heartbeat Lease", e))?
+            .and_then(|l| l.spec?.renew_time)
+            .map(|t| t.0.as_second());
+        Ok(match renewed {
+            Some(at) if now - at <= lost_after => None,
+            Some(at) => Some(format!(
+                "node {node} is unreachable: its sbx agent has not reported since {}",
+                crate::shared::timestamp::format_rfc3339_utc(at)
+            )),
+            None => Some(format!(
+                "node {node} is unreachable: no sbx agent has reported from it"
+            )),
+        })
+    }
+
+    /// Whether a call's failure to reach `node` may be passed over by a delete: its agent is
+    /// lost (its sandboxes already read Failed), so the record goes now and the agent, if it
+    /// ever returns, removes what has no record any more.
+    pub(super) async fn may_forget(&self, node: &str, error: &PlatformError) -> bool {
+        if !matches!(error, PlatformError::Unavailable(_)) {
+            return false;
+        }
+        match self.agent_lost(node).await {
+            Ok(Some(why)) => {
+                tracing::warn!(%node, %why, "deleting the record of a lost node's sandbox or snapshot");
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The leader's check: the sbxd sandboxes of a node whose agent has not renewed its
     /// heartbeat Lease for `[kubernetes.agents] lostAfter` read Failed, saying since when; the
     /// agent's own report puts them back when it returns.
@@ -354,30 +395,13 @@ impl KubernetesPlatform {
         if records.is_empty() {
             return Ok(());
         }
-        let leases: Api<Lease> =
-            Api::namespaced(self.client.clone(), &self.settings.agents.namespace);
         let now = k8s_openapi::jiff::Timestamp::now().as_second();
         let lost_after = self.settings.agents.lost_after.as_secs() as i64;
         let mut verdicts: HashMap<String, Option<String>> = HashMap::new();
         for record in records {
             let node = record.spec.node.clone();
             if !verdicts.contains_key(&node) {
-                let renewed = leases
-                    .get_opt(&heartbeat_lease(&node))
-                    .await
-                    .map_err(|e| kube_error("read an agent's heartbeat Lease", e))?
-                    .and_then(|l| l.spec?.renew_time)
-                    .map(|t| t.0.as_second());
-                let verdict = match renewed {
-                    Some(at) if now - at <= lost_after => None,
-                    Some(at) => Some(format!(
-                        "node {node} is unreachable: its sbx agent has not reported since {}",
-                        crate::shared::timestamp::format_rfc3339_utc(at)
-                    )),
-                    None => Some(format!(
-                        "node {node} is unreachable: no sbx agent has reported from it"
-                    )),
-                };
+                let verdict = self.agent_lost(&node).await?;
                 verdicts.insert(node.clone(), verdict);
             }
             let Some(Some(message)) = verdicts.get(&node) else {

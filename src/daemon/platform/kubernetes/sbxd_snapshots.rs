@@ -352,6 +352,7 @@ impl KubernetesPlatform {
             .await
         {
             Ok(_) | Err(PlatformError::NotFound(_)) => {}
+            Err(e) if self.may_forget(&record.spec.node, &e).await => {}
             Err(e) => return Err(e),
         }
         match self
