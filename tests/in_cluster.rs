@@ -1216,6 +1216,28 @@ async fn sbxd_sandboxes_run_through_the_agent_on_the_real_node() {
     .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "LimitNotEnforceable", "{body}");
+    // Placement: a tenant whose nodes run no agent (the KWOK nodes) has nowhere to put one.
+    let (status, body) = call(
+        &s,
+        reqwest::Method::PATCH,
+        &format!("/api/v1/tenants/{tenant}"),
+        Some(serde_json::json!({"spec": {"limits": null, "nodes": ["node-1", "node-2"]}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &s,
+        reqwest::Method::POST,
+        "/api/v1/sandboxes",
+        Some(serde_json::to_value(&refused).unwrap()),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no node can run this sbxd sandbox") && message.contains(&node),
+        "{body}"
+    );
     let (status, body) = call(
         &s,
         reqwest::Method::DELETE,
