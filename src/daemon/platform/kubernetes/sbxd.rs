@@ -229,13 +229,25 @@ impl KubernetesPlatform {
             .delete(&name, &DeleteParams::default())
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if missing(&e) => Ok(()),
-            Err(e) => Err(kube_error(
-                &format!("delete the record of sandbox {name}"),
-                e,
-            )),
+            Ok(_) => {}
+            Err(e) if missing(&e) => {}
+            Err(e) => {
+                return Err(kube_error(
+                    &format!("delete the record of sandbox {name}"),
+                    e,
+                ));
+            }
         }
+        // A read after the delete, on this replica, no longer finds it.
+        self.sbxd_cache.settled(&namespace, &name, None).await;
+        // The agent may have dropped snapshots with it.
+        if let Err(e) = self
+            .sbxd_sync_snapshots(&record.spec.node, Some(&namespace))
+            .await
+        {
+            tracing::debug!(%namespace, %name, error = %e, "snapshot records not brought in line");
+        }
+        Ok(())
     }
 
     /// Runs a command in an sbxd sandbox.

@@ -135,7 +135,7 @@ impl KubernetesPlatform {
                 .delete(&name, &DeleteParams::default())
                 .await
             {
-                Ok(_) => {}
+                Ok(_) => self.sbxd_snapshot_cache.settled(&ns, &name, None).await,
                 Err(e) if missing(&e) => {}
                 Err(e) => return Err(kube_error("remove an sbxd snapshot's record", e)),
             }
@@ -360,13 +360,19 @@ impl KubernetesPlatform {
             .delete(&name, &DeleteParams::default())
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if missing(&e) => Ok(()),
-            Err(e) => Err(kube_error(
-                &format!("delete the record of snapshot {name}"),
-                e,
-            )),
+            Ok(_) => {}
+            Err(e) if missing(&e) => {}
+            Err(e) => {
+                return Err(kube_error(
+                    &format!("delete the record of snapshot {name}"),
+                    e,
+                ));
+            }
         }
+        self.sbxd_snapshot_cache
+            .settled(&namespace, &name, None)
+            .await;
+        Ok(())
     }
 
     /// The GC sweep on every node holding sbxd snapshots (of `namespace`, or all); a node whose
