@@ -133,8 +133,8 @@ impl KubernetesPlatform {
         let node = self.sbxd_place(&new).await?;
         let object = records::object(&new, &node);
         let api = self.sbxd_api(&new.namespace);
-        match api.create(&PostParams::default(), &object).await {
-            Ok(_) => {}
+        let version = match api.create(&PostParams::default(), &object).await {
+            Ok(written) => written.metadata.resource_version,
             Err(e) if conflict(&e) => {
                 return Err(PlatformError::AlreadyExists(format!(
                     "sandbox '{}' already exists in namespace '{}'",
@@ -142,7 +142,7 @@ impl KubernetesPlatform {
                 )));
             }
             Err(e) => return Err(kube_error("create the sandbox's SbxdSandbox record", e)),
-        }
+        };
         let created = self
             .agents
             .call::<serde_json::Value>(
@@ -161,7 +161,11 @@ impl KubernetesPlatform {
             }
             return Err(error);
         }
-        // Pending until the agent reports it started (its status write, within milliseconds).
+        // A list on this replica right after shows it (Pending until the agent reports it
+        // started: its status write, within milliseconds).
+        self.sbxd_cache
+            .settled(&new.namespace, &new.name, version.as_deref())
+            .await;
         Ok(())
     }
 
