@@ -29,7 +29,8 @@ enum Located {
 }
 
 /// How long where the agents are is reused (a list of their Pods per sandbox call would cost
-/// more than the call); an agent that does not answer drops it at once.
+/// more than the call); an agent that does not answer, or a node whose agent was missing,
+/// makes the next call look again.
 const LOCATIONS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A client of the nodes' agents.
@@ -128,7 +129,13 @@ impl Agents {
         timeout: Option<std::time::Duration>,
     ) -> PlatformResult<T> {
         let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
-        let ip = match self.located(client).await?.remove(node) {
+        let mut found = self.located(client).await?;
+        if !matches!(found.get(node), Some(Located::At(_))) {
+            // Only where agents are is reused: one that was missing may have come back.
+            self.forget_locations();
+            found = self.located(client).await?;
+        }
+        let ip = match found.remove(node) {
             Some(Located::At(ip)) => ip,
             Some(Located::Missing(why)) => return Err(unreachable(why)),
             None => {
