@@ -35,6 +35,11 @@ impl KubernetesPlatform {
         if let Some(cached) = self.sbxd_cache.get(namespace, name) {
             return Ok(Some(SbxdSandboxObject::clone(&cached)));
         }
+        // A Deployment's sandbox, as this replica's watch shows it: every call for a kql or kfd
+        // sandbox asks this first, and must not pay a read of the API server for it.
+        if self.deployment_cache.get(namespace, name).is_some() {
+            return Ok(None);
+        }
         self.sbxd_api(namespace)
             .get_opt(name)
             .await

@@ -34,6 +34,10 @@ impl KubernetesPlatform {
         if let Some(cached) = self.sbxd_snapshot_cache.get(namespace, name) {
             return Ok(Some(SbxdSnapshotObject::clone(&cached)));
         }
+        // A VolumeSnapshot, as this replica's watch shows it (the kql snapshots' calls).
+        if self.snapshot_cache.get(namespace, name).is_some() {
+            return Ok(None);
+        }
         self.sbxd_snapshot_api(namespace)
             .get_opt(name)
             .await
