@@ -14,10 +14,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use common::sbxd::{self, TestNet};
 use common::{Daemon, bootstrap_token, call_at, cluster, in_cluster};
 use reqwest::Method as M;
 use sbx::cli::client::{ApiClient, ClientError};
+use sbx::shared::exec_stream::{ExecSession, ExecStatus, ExecStreamQuery, Frame, TermSize};
 use sbx::shared::models::sandbox::{
     CreateSandboxRequest, CreateSnapshotRequest, ExecRequest, ForkRequest, LogsQuery, PauseRequest,
     ResourceLimits, ResumeRequest, Sandbox, SandboxStatus,
@@ -408,6 +410,374 @@ async fn lifecycle(platform: Platform) {
     env.cleanup().await;
 }
 
+/// Frames of a streamed exec until its status: stdout, stderr (each as received) and the
+/// status.
+async fn drain(session: &mut ExecSession) -> (Vec<String>, String, ExecStatus) {
+    let (mut out, mut err) = (Vec::new(), String::new());
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(120), session.output.recv())
+            .await
+            .expect("a streamed exec ended within 2 minutes")
+            .expect("a streamed exec sends its status before it ends");
+        match frame {
+            Frame::Stdout(b) => out.push(String::from_utf8_lossy(&b).into_owned()),
+            Frame::Stderr(b) => err.push_str(&String::from_utf8_lossy(&b)),
+            Frame::Status(status) => return (out, err, status),
+            other => panic!("a server sent {other:?}"),
+        }
+    }
+}
+
+/// Reads a streamed exec's stdout until it contains `wanted`, sending `poke` (if any) every
+/// second meanwhile; what was read.
+async fn read_until(session: &mut ExecSession, wanted: &str, poke: Option<&[u8]>) -> String {
+    let started = Instant::now();
+    let mut seen = String::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while !seen.contains(wanted) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no {wanted:?} in a minute of output: {seen:?}"
+        );
+        tokio::select! {
+            frame = session.output.recv() => match frame {
+                Some(Frame::Stdout(b)) | Some(Frame::Stderr(b)) => seen.push_str(&String::from_utf8_lossy(&b)),
+                other => panic!("waiting for {wanted:?} after {seen:?}: {other:?}"),
+            },
+            _ = tick.tick() => {
+                if let Some(poke) = poke {
+                    session.input.send(Frame::Stdin(Bytes::copy_from_slice(poke))).await.unwrap();
+                }
+            }
+        }
+    }
+    seen
+}
+
+/// The streamed exec (`exec/stream`, a WebSocket): output as it comes with the streams apart,
+/// stdin and its end, a terminal of a given size that follows resizes, a signal, the time
+/// limit, a client that leaves ending the command, the refusals of the contract; then
+/// `sbx sandbox exec -it` driven on a real pseudo-terminal.
+async fn interactive(platform: Platform) {
+    let env = Env::new(platform, "tty").await;
+    let ns = env.namespace.clone();
+    env.create("tty").await;
+    let query = |command: &str| ExecStreamQuery {
+        namespace: Some(ns.clone()),
+        command: Some(command.to_string()),
+        ..Default::default()
+    };
+
+    // Output as it comes: the first line arrives on its own, before the command ends.
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &query("echo out; echo err >&2; sleep 2; echo late; exit 3"),
+        )
+        .await
+        .unwrap();
+    let (out, err, status) = drain(&mut s).await;
+    assert_eq!(out.first().map(String::as_str), Some("out\n"), "{out:?}");
+    assert_eq!(
+        (out.concat().as_str(), err.as_str()),
+        ("out\nlate\n", "err\n")
+    );
+    assert_eq!(status, ExecStatus::exited(3));
+
+    // Stdin, then its end.
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &ExecStreamQuery {
+                stdin: true,
+                ..query("cat; echo end")
+            },
+        )
+        .await
+        .unwrap();
+    s.input
+        .send(Frame::Stdin(Bytes::from_static(b"typed\n")))
+        .await
+        .unwrap();
+    s.input.send(Frame::CloseStdin).await.unwrap();
+    let (out, _, status) = drain(&mut s).await;
+    assert_eq!(
+        (out.concat().as_str(), status),
+        ("typed\nend\n", ExecStatus::exited(0))
+    );
+
+    // A terminal: its size at start, then after a resize; the shell's exit status.
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &ExecStreamQuery {
+                tty: true,
+                stdin: true,
+                cols: Some(120),
+                rows: Some(40),
+                ..query("sh")
+            },
+        )
+        .await
+        .unwrap();
+    read_until(&mut s, "40 120", Some(b"stty size\n")).await;
+    s.input
+        .send(Frame::Resize(TermSize {
+            cols: 132,
+            rows: 50,
+        }))
+        .await
+        .unwrap();
+    read_until(&mut s, "50 132", Some(b"stty size\n")).await;
+    s.input
+        .send(Frame::Stdin(Bytes::from_static(b"exit 4\n")))
+        .await
+        .unwrap();
+    let (_, _, status) = drain(&mut s).await;
+    assert_eq!(status, ExecStatus::exited(4));
+
+    // A signal reaches the command.
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &query("trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 1; done"),
+        )
+        .await
+        .unwrap();
+    read_until(&mut s, "ready", None).await;
+    s.input.send(Frame::Signal("INT".into())).await.unwrap();
+    let (out, _, status) = drain(&mut s).await;
+    assert_eq!(
+        (out.concat().as_str(), status),
+        ("got-int\n", ExecStatus::exited(5))
+    );
+
+    // The time limit kills it: 124, timed out.
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &ExecStreamQuery {
+                timeout_seconds: Some(1),
+                ..query("sleep 60")
+            },
+        )
+        .await
+        .unwrap();
+    let (_, _, status) = drain(&mut s).await;
+    assert_eq!((status.exit_code, status.timed_out), (Some(124), true));
+
+    // A client that leaves ends the command.
+    let pid_file = format!("/tmp/sbx-leave-{ns}.pid");
+    let mut s = env
+        .client
+        .exec_stream(
+            "tty",
+            &query(&format!(
+                "echo $$ > {pid_file}; echo ready; exec sleep 1000"
+            )),
+        )
+        .await
+        .unwrap();
+    read_until(&mut s, "ready", None).await;
+    drop(s);
+    let started = Instant::now();
+    loop {
+        let r = env
+            .exec("tty", &format!("kill -0 $(cat {pid_file}) 2>/dev/null"))
+            .await;
+        if r.exit_code != 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the command of a client that left still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    env.exec("tty", &format!("rm -f {pid_file}")).await;
+
+    // Refusals before the upgrade: the envelope with the contract's status.
+    let refused = |r: Result<ExecSession, ClientError>| match r {
+        Err(ClientError::Api(e)) => (e.status, e.code),
+        Err(other) => panic!("expected an API error, got {other}"),
+        Ok(_) => panic!("expected an API error, got a session"),
+    };
+    assert_eq!(
+        refused(env.client.exec_stream("nope", &query("true")).await),
+        (404, "NotFound".to_string())
+    );
+    assert_eq!(
+        refused(
+            env.client
+                .exec_stream(
+                    "tty",
+                    &ExecStreamQuery {
+                        command: None,
+                        ..query("")
+                    }
+                )
+                .await
+        ),
+        (400, "BadRequest".to_string())
+    );
+    let (status, body) = call_at(
+        &env.url,
+        &env.token,
+        M::GET,
+        &format!("/api/v1/sandboxes/tty/exec/stream?namespace={ns}&command=true"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("WebSocket"),
+        "{body}"
+    );
+    let pause = PauseRequest {
+        namespace: Some(ns.clone()),
+        snapshot: None,
+    };
+    env.client.pause_sandbox("tty", &pause).await.unwrap();
+    assert_eq!(
+        refused(env.client.exec_stream("tty", &query("true")).await),
+        (409, "Conflict".to_string())
+    );
+    env.client
+        .resume_sandbox(
+            "tty",
+            &ResumeRequest {
+                namespace: Some(ns.clone()),
+            },
+        )
+        .await
+        .unwrap();
+    env.running("tty").await;
+
+    // `sbx sandbox exec -it` on a real pseudo-terminal: typed input, the window's size and
+    // its change, the exit status, the terminal given back as it was.
+    cli_terminal(&env).await;
+    env.cleanup().await;
+}
+
+/// Drives `sbx sandbox exec -it tty -- sh` on a pseudo-terminal of the test's own.
+async fn cli_terminal(env: &Env) {
+    use std::os::fd::AsRawFd;
+    let winsize = |cols, rows| nix::pty::Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&winsize(100, 30)), None).unwrap();
+    let before = nix::sys::termios::tcgetattr(&pty.slave).unwrap();
+    let stdio = || std::process::Stdio::from(pty.slave.try_clone().unwrap());
+    let mut command = tokio::process::Command::new(common::sbx_bin());
+    command
+        .args([
+            "sandbox",
+            "exec",
+            "-it",
+            "tty",
+            "-n",
+            &env.namespace,
+            "--",
+            "sh",
+        ])
+        .env("SBX_SERVER", &env.url)
+        .env("SBX_API_KEY", &env.token)
+        .env(
+            "SBX_CONFIG_DIR",
+            std::env::temp_dir().join("sbx-tty-cli-none"),
+        )
+        .stdin(stdio())
+        .stdout(stdio())
+        .stderr(stdio())
+        .kill_on_drop(true);
+    // SAFETY: setsid and ioctl(TIOCSCTTY) take no pointers; called between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let master = std::fs::File::from(pty.master);
+    let master_fd = master.as_raw_fd();
+    let (tx, mut screen) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut reader = master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0
+                || tx
+                    .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                    .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut writer = master.try_clone().unwrap();
+    let mut seen = String::new();
+    let mut expect = |wanted: &'static str| {
+        let started = Instant::now();
+        while !seen.contains(wanted) {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no {wanted:?} on the terminal: {seen:?}"
+            );
+            use std::io::Write;
+            writer.write_all(b"stty size\r").unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            while let Ok(text) = screen.try_recv() {
+                seen.push_str(&text);
+            }
+        }
+        seen.clear();
+    };
+    expect("30 100");
+    let size = winsize(140, 45);
+    // SAFETY: TIOCSWINSZ reads a winsize from the pointer, which outlives the call.
+    assert_eq!(
+        unsafe {
+            libc::ioctl(
+                master_fd,
+                libc::TIOCSWINSZ,
+                &size as *const nix::pty::Winsize,
+            )
+        },
+        0
+    );
+    expect("45 140");
+    {
+        use std::io::Write;
+        let mut w = master.try_clone().unwrap();
+        w.write_all(b"exit 6\r").unwrap();
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("sbx sandbox exec -it ended after the shell's exit")
+        .unwrap();
+    assert_eq!(status.code(), Some(6));
+    let after = nix::sys::termios::tcgetattr(&pty.slave).unwrap();
+    assert_eq!(
+        (after.local_flags, after.input_flags),
+        (before.local_flags, before.input_flags),
+        "sbx left the terminal in raw mode"
+    );
+}
+
 /// Named snapshot, fork (generated and named intermediate snapshot), restore (with and
 /// without keeping the snapshot), pause with a snapshot, snapshot list/get/delete, and the
 /// contract's 400/404/409 answers.
@@ -635,6 +1005,26 @@ async fn lifecycle_in_cluster() {
 #[tokio::test]
 async fn lifecycle_in_cluster_on_sbxd() {
     lifecycle(Platform::InClusterSbxd).await;
+}
+
+#[tokio::test]
+async fn interactive_on_sbxd() {
+    interactive(Platform::Local).await;
+}
+
+#[tokio::test]
+async fn interactive_on_kubernetes() {
+    interactive(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn interactive_in_cluster() {
+    interactive(Platform::InCluster).await;
+}
+
+#[tokio::test]
+async fn interactive_in_cluster_on_sbxd() {
+    interactive(Platform::InClusterSbxd).await;
 }
 
 #[tokio::test]

@@ -132,6 +132,7 @@ fn app(state: Arc<AgentState>) -> Router {
         .route(SANDBOXES_PATH, post(sandboxes::create).get(sandboxes::list))
         .route(&one, get(sandboxes::get).delete(sandboxes::delete))
         .route(&format!("{one}/exec"), post(sandboxes::exec))
+        .route(&format!("{one}/exec/stream"), get(sandboxes::exec_stream))
         .route(&format!("{one}/logs"), get(sandboxes::logs))
         .route(&format!("{one}/pause"), post(sandboxes::pause))
         .route(&format!("{one}/resume"), post(sandboxes::resume))

@@ -14,10 +14,12 @@ use serde::Deserialize;
 
 use super::AgentState;
 use crate::daemon::platform::local::LocalPlatform;
+use crate::daemon::platform::streams;
 use crate::daemon::platform::{
     NewSandbox, PlatformError, RestorePlan, SandboxBackend, SnapshotBackend,
 };
 use crate::shared::agent::{ExecCall, ForkCall, GcCall, SnapshotCall, SnapshotSource};
+use crate::shared::exec_stream::{ExecStreamQuery, SUBPROTOCOL};
 use crate::shared::models::snapshot::SnapshotKind;
 
 /// An answer of a sandbox route: the value, or the platform error as an [`AgentFault`].
@@ -109,6 +111,27 @@ pub(super) async fn exec(
         Err(e) => Err(e),
     };
     answer(outcome, StatusCode::OK)
+}
+
+/// A streamed exec (the service relays its client's WebSocket here); the time limit is the
+/// service's to keep.
+pub(super) async fn exec_stream(
+    State(state): State<Arc<AgentState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    Query(query): Query<ExecStreamQuery>,
+    upgrade: axum::extract::ws::WebSocketUpgrade,
+) -> Response {
+    let outcome = match manager(&state) {
+        Ok(m) => m.exec_stream(&namespace, &name, &query).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(session) => upgrade
+            .protocols([SUBPROTOCOL])
+            .on_upgrade(move |socket| streams::serve(socket, session, None))
+            .into_response(),
+        Err(error) => fault(&error),
+    }
 }
 
 /// `?tail=&since=` of the logs route.

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::shared::envelope::{ApiError, DataEnvelope};
+use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
 use crate::shared::models::health::{HealthResponse, RootInfo};
 use crate::shared::models::identity::{
     ApiKey, CreateKeyRequest, RevokeKeysResponse, RoleBindings, WhoamiResponse,
@@ -386,6 +387,38 @@ impl ApiClient {
             request,
         )
         .await
+    }
+
+    /// `GET /api/v1/sandboxes/{name}/exec/stream`: the WebSocket of a streamed exec, as a
+    /// session (a refusal before the upgrade is the envelope's error).
+    pub async fn exec_stream(
+        &self,
+        name: &str,
+        query: &ExecStreamQuery,
+    ) -> ClientResult<ExecSession> {
+        // A stream outlives any request time limit, and upgrades only over HTTP/1.1.
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("sbx/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .http1_only()
+            .build()
+            .map_err(|e| ClientError::Connect {
+                server: self.server.clone(),
+                reason: describe(&e),
+            })?;
+        let path = format!("/api/v1/sandboxes/{}/exec/stream", encode_segment(name));
+        let mut request = http.get(format!("{}{path}", self.server)).query(query);
+        if let Some(key) = &self.api_key {
+            request = request.header(API_KEY_HEADER, key);
+        }
+        match crate::shared::exec_stream::connect(request).await {
+            Ok(socket) => Ok(crate::shared::exec_stream::client_session(socket)),
+            Err((0, reason)) => Err(ClientError::Connect {
+                server: self.server.clone(),
+                reason: String::from_utf8_lossy(&reason).into_owned(),
+            }),
+            Err((status, body)) => Err(ApiError::from_body(status, &body).into()),
+        }
     }
 
     /// `GET /api/v1/sandboxes/{name}/logs`.

@@ -34,6 +34,7 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         routes::sandboxes::delete_sandbox,
         routes::sandboxes::delete_all_sandboxes,
         routes::sandboxes::exec_in_sandbox,
+        routes::sandboxes::exec_stream,
         routes::sandboxes::sandbox_logs,
         routes::sandboxes::pause_sandbox,
         routes::sandboxes::resume_sandbox,
@@ -60,7 +61,13 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         routes::images::pull_image,
         routes::images::import_images,
     ),
-    components(schemas(ErrorEnvelope, ErrorBody, ErrorCode)),
+    components(schemas(
+        ErrorEnvelope,
+        ErrorBody,
+        ErrorCode,
+        crate::shared::exec_stream::ExecStatus,
+        crate::shared::exec_stream::TermSize
+    )),
     modifiers(&Security, &CommonErrors),
     security(("api_key" = []), ("bearer" = [])),
     tags(

@@ -11,6 +11,7 @@ pub mod logs;
 pub mod network;
 pub mod overlay;
 pub mod process;
+pub mod pty;
 pub mod runc;
 pub mod shim;
 pub mod storage;

@@ -15,7 +15,8 @@ pub const STORAGE_PATH: &str = "/v1/storage";
 
 /// The sandboxes the agent runs with sbxd on its node: `POST` creates one (a
 /// `NewSandbox`), `GET` lists them; `/{namespace}/{name}` reads (`GET`) or deletes (`DELETE`)
-/// one, and under it are `exec` (`POST` an [`ExecCall`]), `logs` (`GET ?tail=&since=`),
+/// one, and under it are `exec` (`POST` an [`ExecCall`]), `exec/stream` (the streamed exec's
+/// WebSocket, [`crate::shared::exec_stream`]), `logs` (`GET ?tail=&since=`),
 /// `pause` and `resume` (`POST`).
 pub const SANDBOXES_PATH: &str = "/v1/sandboxes";
 

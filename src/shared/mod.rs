@@ -4,6 +4,7 @@ pub mod capabilities;
 pub mod duration;
 pub mod egress;
 pub mod envelope;
+pub mod exec_stream;
 pub mod image_ref;
 pub mod io;
 pub mod models;

@@ -10,6 +10,7 @@ pub mod role_bindings;
 pub mod sandbox;
 pub mod serve;
 pub mod snapshot;
+pub mod stream;
 pub mod tenant;
 pub mod usage;
 pub mod whoami;

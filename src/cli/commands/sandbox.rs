@@ -143,9 +143,18 @@ pub struct DeleteAllArgs {
 
 /// Run a command in a sandbox; exits with the command's exit status
 ///
+/// Output is streamed as the command writes it. With -i the command reads this terminal's
+/// stdin; with -it it gets a terminal of its own (raw mode, window size kept in step), for
+/// shells and editors. Without a terminal, the first Ctrl-C is sent to the command as SIGINT
+/// and a second one leaves (ending the command). With -o json|yaml the command runs to the
+/// end and its exit code, stdout and stderr are printed as one record.
+///
 /// Examples:
 ///   sbx sandbox exec demo -- uname -a
 ///   sbx sandbox exec demo -- sh -c 'echo $HOSTNAME; ls /tmp'
+///   sbx sandbox exec -it demo -- sh
+///   tar c src | sbx sandbox exec -i demo -- tar x -C /tmp
+///   sbx sandbox exec demo -o json -- cat /etc/os-release
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ExecArgs {
@@ -153,6 +162,12 @@ pub struct ExecArgs {
     pub name: String,
     #[command(flatten)]
     pub ns: NamespaceArg,
+    /// Send this terminal's stdin to the command
+    #[arg(short = 'i', long)]
+    pub stdin: bool,
+    /// Give the command a terminal (with -i: an interactive session)
+    #[arg(short = 't', long)]
+    pub tty: bool,
     /// Kill the command after this many seconds (exit status 124)
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -513,35 +528,35 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
             }
         }
         SandboxCommand::Exec(args) => {
+            // The API runs the command with `/bin/sh -c`; quote the words so they arrive as given.
+            let command = shlex::try_join(args.command.iter().map(String::as_str))
+                .context("cannot quote the command for the shell")?;
+            if ctx.printer.is_table() {
+                return super::stream::exec(
+                    ctx,
+                    super::stream::StreamArgs {
+                        name: &args.name,
+                        namespace: &args.ns.namespace,
+                        command,
+                        stdin: args.stdin,
+                        tty: args.tty,
+                        timeout: args.timeout,
+                    },
+                )
+                .await;
+            }
+            if args.stdin || args.tty {
+                bail!("-i and -t stream the command: they go without -o json|yaml");
+            }
             let request = ExecRequest {
-                // The API runs the command with `/bin/sh -c`; quote the words so they arrive as given.
-                command: Some(
-                    shlex::try_join(args.command.iter().map(String::as_str))
-                        .context("cannot quote the command for the shell")?,
-                ),
+                command: Some(command),
                 timeout_seconds: args.timeout,
             };
             let result = ctx
                 .client
                 .exec_sandbox(&args.name, &args.ns.namespace, &request)
                 .await?;
-            if ctx.printer.is_table() {
-                print!("{}", result.stdout);
-                eprint!("{}", result.stderr);
-                std::io::stdout().flush().ok();
-                if result.timed_out {
-                    ctx.printer.status(&format!(
-                        "sbx: command timed out after {} ms",
-                        result.duration_ms
-                    ));
-                }
-                if result.truncated {
-                    ctx.printer
-                        .status("sbx: output was truncated by the server's cap");
-                }
-            } else {
-                ctx.printer.structured(&result)?;
-            }
+            ctx.printer.structured(&result)?;
             let code = if (0..=255).contains(&result.exit_code) {
                 result.exit_code as u8
             } else {

@@ -7,6 +7,7 @@ pub mod images;
 pub mod install;
 pub mod kubernetes;
 pub mod local;
+pub mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::daemon::platform::images::ImageBackend;
+use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
 use crate::shared::models::identity::{ApiKey, RoleBindings};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
@@ -422,6 +424,15 @@ pub trait SandboxBackend: Send + Sync {
         command: &str,
         timeout: Duration,
     ) -> PlatformResult<ExecResponse>;
+
+    /// Starts a streamed exec of `request.command` (validated) in a running sandbox: its
+    /// session (404 without the sandbox, 409 when it is not running).
+    async fn exec_stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &ExecStreamQuery,
+    ) -> PlatformResult<ExecSession>;
 
     /// A snapshot of the log of one of a sandbox's containers: the last `tail` lines of the
     /// last `since` seconds (`Invalid`, naming the sandbox's containers, for a container it

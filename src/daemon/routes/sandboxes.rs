@@ -7,12 +7,17 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
+use crate::daemon::platform::streams;
 use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::exec_stream::{ExecStreamQuery, SUBPROTOCOL};
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
@@ -35,6 +40,7 @@ pub fn router() -> Router<AppState> {
             get(get_sandbox).delete(delete_sandbox),
         )
         .route("/api/v1/sandboxes/{name}/exec", post(exec_in_sandbox))
+        .route("/api/v1/sandboxes/{name}/exec/stream", get(exec_stream))
         .route("/api/v1/sandboxes/{name}/logs", get(sandbox_logs))
         .route("/api/v1/sandboxes/{name}/pause", post(pause_sandbox))
         .route("/api/v1/sandboxes/{name}/resume", post(resume_sandbox))
@@ -205,6 +211,46 @@ pub async fn exec_in_sandbox(
             .exec(query.namespace(), &name, command, request.timeout_seconds)
             .await?,
     ))
+}
+
+/// Run a command with its input and output streamed: a WebSocket (subprotocol
+/// `v1.exec.sbx.io`). Every message is binary: a channel byte, then the payload. Client →
+/// server: `0` stdin bytes, `4` resize `{"cols","rows"}`, `5` a signal name (`INT`, `TERM`,
+/// `HUP`, `QUIT`, `KILL`, `USR1`, `USR2`, `WINCH`), `255` `[0]` stdin ends. Server → client:
+/// `1` stdout, `2` stderr (with `tty`, all output is on stdout), then `3` the status
+/// (`{"exit_code": N}`, with `"timed_out": true` at the time limit, or `{"error": {"code",
+/// "message"}}`), then a close. A client that leaves first ends the command.
+#[utoipa::path(get, path = "/api/v1/sandboxes/{name}/exec/stream", tag = "sandboxes",
+    params(("name" = String, Path, description = "Sandbox name"), ExecStreamQuery),
+    responses(
+        (status = 101, description = "Switching to the WebSocket of the command's streams"),
+        (status = 400, description = "Not a WebSocket upgrade, missing `command`, bad `cols`/`rows` or `timeout_seconds`", body = ErrorEnvelope),
+        (status = 404, description = "No such sandbox", body = ErrorEnvelope),
+        (status = 409, description = "The sandbox is paused or has failed", body = ErrorEnvelope),
+    ))]
+pub async fn exec_stream(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<ExecStreamQuery>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ServiceResult<Response> {
+    let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+    state.tenants.require_write(&principal, namespace).await?;
+    let upgrade = upgrade.map_err(|e| {
+        ServiceError::bad_request(format!(
+            "this route is a WebSocket (subprotocol {SUBPROTOCOL}); {}",
+            e.body_text().to_lowercase()
+        ))
+    })?;
+    let (session, timeout) = state
+        .sandboxes
+        .exec_stream(namespace, &name, &query)
+        .await?;
+    Ok(upgrade
+        .protocols([SUBPROTOCOL])
+        .on_upgrade(move |socket| streams::serve(socket, session, timeout))
+        .into_response())
 }
 
 /// A snapshot of a sandbox's logs (no live follow).

@@ -14,6 +14,7 @@ use crate::daemon::services::tenants::{Need, Owner, TenantService};
 use crate::shared::capabilities::{NON_ROOT_ID, capability_set};
 use crate::shared::egress::Egress;
 use crate::shared::envelope::{DataEnvelope, ErrorCode};
+use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
 use crate::shared::image_ref::normalize_reference;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, DEFAULT_EXEC_TIMEOUT, DeleteAllResponse, DeleteResult, ExecResponse,
@@ -600,26 +601,51 @@ impl SandboxService {
         command: &str,
         timeout_seconds: Option<u64>,
     ) -> ServiceResult<ExecResponse> {
-        let max = self.sandboxes.max_exec_timeout();
-        let timeout = match timeout_seconds {
-            None => DEFAULT_EXEC_TIMEOUT.min(max),
-            Some(0) => {
-                return Err(ServiceError::bad_request(
-                    "timeout_seconds must be at least 1",
-                ));
-            }
-            Some(s) if Duration::from_secs(s) > max => {
-                return Err(ServiceError::bad_request(format!(
-                    "timeout_seconds {s} is above this service's maximum of {}",
-                    max.as_secs()
-                )));
-            }
-            Some(s) => Duration::from_secs(s),
-        };
+        let timeout = self
+            .exec_timeout(timeout_seconds)?
+            .unwrap_or(DEFAULT_EXEC_TIMEOUT.min(self.sandboxes.max_exec_timeout()));
         Ok(self
             .sandboxes
             .exec_sandbox(namespace, name, command, timeout)
             .await?)
+    }
+
+    /// `timeout_seconds` of an exec, checked against the service's maximum.
+    fn exec_timeout(&self, timeout_seconds: Option<u64>) -> ServiceResult<Option<Duration>> {
+        let max = self.sandboxes.max_exec_timeout();
+        match timeout_seconds {
+            None => Ok(None),
+            Some(0) => Err(ServiceError::bad_request(
+                "timeout_seconds must be at least 1",
+            )),
+            Some(s) if Duration::from_secs(s) > max => Err(ServiceError::bad_request(format!(
+                "timeout_seconds {s} is above this service's maximum of {}",
+                max.as_secs()
+            ))),
+            Some(s) => Ok(Some(Duration::from_secs(s))),
+        }
+    }
+
+    /// Starts a streamed exec: its session and its time limit (none unless asked for).
+    pub async fn exec_stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        query: &ExecStreamQuery,
+    ) -> ServiceResult<(ExecSession, Option<Duration>)> {
+        crate::shared::models::sandbox::require_field("command", query.command.as_deref())
+            .map_err(ServiceError::bad_request)?;
+        if query.cols.is_some() != query.rows.is_some()
+            || query.cols == Some(0)
+            || query.rows == Some(0)
+        {
+            return Err(ServiceError::bad_request(
+                "cols and rows go together, each at least 1",
+            ));
+        }
+        let timeout = self.exec_timeout(query.timeout_seconds)?;
+        let session = self.sandboxes.exec_stream(namespace, name, query).await?;
+        Ok((session, timeout))
     }
 }
 

@@ -12,22 +12,7 @@ impl Sbxd {
         timeout: Duration,
     ) -> Result<ExecResponse, RuntimeError> {
         let started = Instant::now();
-        let dir = self.dir(id);
-        let config_bytes = tokio::fs::read(dir.join("bundle").join("config.json"))
-            .await
-            .map_err(|e| RuntimeError::io("read sandbox config", e))?;
-        let mut spec: oci_spec::runtime::Spec = serde_json::from_slice(&config_bytes)
-            .map_err(|e| RuntimeError::Corrupt(format!("sandbox config: {e}")))?;
-        let mut process = spec
-            .process_mut()
-            .take()
-            .ok_or_else(|| RuntimeError::Corrupt("sandbox config has no process".into()))?;
-        process.set_args(Some(vec!["/bin/sh".into(), "-c".into(), command.into()]));
-        let nonce = format!("{:016x}", rand_u64());
-        let process_path = dir.join(format!("exec-{nonce}.json"));
-        let pid_path = dir.join(format!("exec-{nonce}.pid"));
-        let json = serde_json::to_vec(&process).map_err(|e| RuntimeError::Spec(e.to_string()))?;
-        write_private(&process_path, &json)?;
+        let (process_path, pid_path) = self.exec_process(id, command, false).await?;
         let process_arg = process_path.display().to_string();
         let pid_arg = pid_path.display().to_string();
         let mut child = self
@@ -103,6 +88,42 @@ impl Sbxd {
             timed_out,
             truncated: out_cut || err_cut,
         })
+    }
+
+    /// Writes the process of an exec of `command` (the sandbox's user, env and limits, with
+    /// `/bin/sh -c`; on a terminal with `TERM` set when the image sets none): the paths of
+    /// its process file and of the pid file `runc exec` is to write.
+    pub(super) async fn exec_process(
+        &self,
+        id: &str,
+        command: &str,
+        terminal: bool,
+    ) -> Result<(PathBuf, PathBuf), RuntimeError> {
+        let dir = self.dir(id);
+        let config_bytes = tokio::fs::read(dir.join("bundle").join("config.json"))
+            .await
+            .map_err(|e| RuntimeError::io("read sandbox config", e))?;
+        let mut spec: oci_spec::runtime::Spec = serde_json::from_slice(&config_bytes)
+            .map_err(|e| RuntimeError::Corrupt(format!("sandbox config: {e}")))?;
+        let mut process = spec
+            .process_mut()
+            .take()
+            .ok_or_else(|| RuntimeError::Corrupt("sandbox config has no process".into()))?;
+        process.set_args(Some(vec!["/bin/sh".into(), "-c".into(), command.into()]));
+        process.set_terminal(Some(terminal));
+        if terminal {
+            let mut env = process.env().clone().unwrap_or_default();
+            if !env.iter().any(|e| e.starts_with("TERM=")) {
+                env.push("TERM=xterm".into());
+                process.set_env(Some(env));
+            }
+        }
+        let nonce = format!("{:016x}", rand_u64());
+        let process_path = dir.join(format!("exec-{nonce}.json"));
+        let pid_path = dir.join(format!("exec-{nonce}.pid"));
+        let json = serde_json::to_vec(&process).map_err(|e| RuntimeError::Spec(e.to_string()))?;
+        write_private(&process_path, &json)?;
+        Ok((process_path, pid_path))
     }
 
     /// Freezes the sandbox.

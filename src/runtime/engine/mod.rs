@@ -3,7 +3,10 @@
 mod checkpoint;
 mod exec;
 mod layers;
+mod stream;
 mod teardown;
+
+pub use stream::StreamRequest;
 
 use checkpoint::set_hostname;
 

@@ -36,6 +36,7 @@ const LOCATIONS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 /// A client of the nodes' agents.
 pub struct Agents {
     http: reqwest::Client,
+    stream_http: reqwest::Client,
     settings: AgentSettings,
     located: std::sync::Mutex<Option<(std::time::Instant, HashMap<String, Located>)>>,
 }
@@ -48,8 +49,15 @@ impl Agents {
             .connect_timeout(settings.timeout)
             .build()
             .unwrap_or_default();
+        // A stream lives as long as its command: only connecting is bounded.
+        let stream_http = reqwest::Client::builder()
+            .connect_timeout(settings.timeout)
+            .http1_only()
+            .build()
+            .unwrap_or_default();
         Agents {
             http,
+            stream_http,
             settings: settings.clone(),
             located: std::sync::Mutex::new(None),
         }
@@ -116,18 +124,9 @@ impl Agents {
         Ok(nodes)
     }
 
-    /// Calls `node`'s agent (`path` with its query), within the agents' time limit (or
-    /// `timeout`): its answer, its refusal as the platform error it stands for, or a 503
-    /// naming the node when there is no agent to call or it does not answer.
-    pub async fn call<T: serde::de::DeserializeOwned>(
-        &self,
-        client: &kube::Client,
-        node: &str,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-        timeout: Option<std::time::Duration>,
-    ) -> PlatformResult<T> {
+    /// The address of `node`'s agent and the token to call it with; a 503 naming the node when
+    /// it has none that runs.
+    async fn address(&self, client: &kube::Client, node: &str) -> PlatformResult<(String, String)> {
         let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
         let mut found = self.located(client).await?;
         if !matches!(found.get(node), Some(Located::At(_))) {
@@ -146,7 +145,56 @@ impl Agents {
             }
         };
         let token = self.token().map_err(unreachable)?;
-        let address = super::host_port(&ip, self.settings.port);
+        Ok((super::host_port(&ip, self.settings.port), token))
+    }
+
+    /// Opens a streamed exec on `node`'s agent (`path` with its query): the session, its
+    /// refusal as the platform error it stands for, or a 503 naming the node.
+    pub async fn stream(
+        &self,
+        client: &kube::Client,
+        node: &str,
+        path: &str,
+    ) -> PlatformResult<crate::shared::exec_stream::ExecSession> {
+        let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
+        let (address, token) = self.address(client, node).await?;
+        let request = self
+            .stream_http
+            .get(format!("http://{address}{path}"))
+            .bearer_auth(token);
+        match crate::shared::exec_stream::connect(request).await {
+            Ok(socket) => Ok(crate::shared::exec_stream::client_session(socket)),
+            Err((0, reason)) => {
+                self.forget_locations();
+                Err(unreachable(format!(
+                    "its sbx agent at {address} cannot be reached: {}",
+                    String::from_utf8_lossy(&reason)
+                )))
+            }
+            Err((status, body)) => Err(match serde_json::from_slice::<AgentFault>(&body) {
+                Ok(fault) => PlatformError::from_fault(fault),
+                Err(_) => unreachable(format!(
+                    "its sbx agent answered HTTP {status}: {}",
+                    String::from_utf8_lossy(&body)
+                )),
+            }),
+        }
+    }
+
+    /// Calls `node`'s agent (`path` with its query), within the agents' time limit (or
+    /// `timeout`): its answer, its refusal as the platform error it stands for, or a 503
+    /// naming the node when there is no agent to call or it does not answer.
+    pub async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &kube::Client,
+        node: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+        timeout: Option<std::time::Duration>,
+    ) -> PlatformResult<T> {
+        let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
+        let (address, token) = self.address(client, node).await?;
         let mut request = self
             .http
             .request(method, format!("http://{address}{path}"))

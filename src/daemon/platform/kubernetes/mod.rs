@@ -29,6 +29,7 @@ mod sandboxes;
 mod sbxd;
 mod sbxd_snapshots;
 mod snapshots;
+mod streams;
 mod tenants;
 mod volumes;
 mod workloads;

@@ -100,6 +100,18 @@ impl SandboxBackend for KubernetesPlatform {
         self.exec(namespace, name, command, timeout).await
     }
 
+    async fn exec_stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &crate::shared::exec_stream::ExecStreamQuery,
+    ) -> PlatformResult<crate::shared::exec_stream::ExecSession> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self.sbxd_exec_stream(&record, request).await;
+        }
+        self.exec_stream(namespace, name, request).await
+    }
+
     async fn sandbox_logs(
         &self,
         namespace: &str,

@@ -20,6 +20,11 @@ fn sandbox_path(namespace: &str, name: &str) -> String {
     format!("{SANDBOXES_PATH}/{namespace}/{name}")
 }
 
+/// The agent's route of a streamed exec in a sandbox.
+pub(super) fn stream_path(namespace: &str, name: &str) -> String {
+    format!("{}/exec/stream", sandbox_path(namespace, name))
+}
+
 impl KubernetesPlatform {
     pub(super) fn sbxd_api(&self, namespace: &str) -> Api<SbxdSandboxObject> {
         Api::namespaced(self.client.clone(), namespace)

@@ -334,7 +334,12 @@ impl KubernetesPlatform {
     /// The name of the sandbox's running Pod: 404 without a sandbox or Pod, 409 when it is
     /// not running.
     pub(super) async fn running_pod(&self, namespace: &str, name: &str) -> PlatformResult<String> {
-        self.sandbox_deployment(namespace, name).await?;
+        let deployment = self.sandbox_deployment(namespace, name).await?;
+        if deployment.spec.replicas == Some(0) {
+            return Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is paused: resume it first"
+            )));
+        }
         let pods = self.pods_of(namespace, name).await?;
         let running = pods.iter().find(|p| {
             p.metadata.deletion_timestamp.is_none()

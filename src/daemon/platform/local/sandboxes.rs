@@ -17,6 +17,7 @@ use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, Sandbox
 use crate::runtime::RuntimeError;
 use crate::runtime::engine::{SandboxSpec, Sbxd};
 use crate::shared::duration::format_age;
+use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
 use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
 use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
 use crate::shared::timestamp::now_unix;
@@ -531,7 +532,42 @@ impl LocalSandboxes {
         timeout: Duration,
     ) -> PlatformResult<ExecResponse> {
         let started = Instant::now();
-        let record = self.settled(namespace, name, timeout).await?;
+        let record = self.runnable(namespace, name, timeout).await?;
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let mut result = self
+            .sbxd
+            .exec(&record.spec.id, command, remaining)
+            .await
+            .map_err(runtime_error)?;
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(result)
+    }
+
+    /// Starts a streamed exec of `request.command`: its session.
+    pub async fn exec_stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &crate::runtime::engine::StreamRequest,
+    ) -> PlatformResult<crate::shared::exec_stream::ExecSession> {
+        let record = self
+            .runnable(namespace, name, Duration::from_secs(60))
+            .await?;
+        self.sbxd
+            .exec_stream(&record.spec.id, request)
+            .await
+            .map_err(runtime_error)
+    }
+
+    /// The record of a sandbox commands can run in (waiting up to `wait` for one being
+    /// created): 409 when it is paused, failed or otherwise not running.
+    async fn runnable(
+        &self,
+        namespace: &str,
+        name: &str,
+        wait: Duration,
+    ) -> PlatformResult<Record> {
+        let record = self.settled(namespace, name, wait).await?;
         match record.status {
             SandboxStatus::Running => {}
             SandboxStatus::Paused => {
@@ -552,14 +588,7 @@ impl LocalSandboxes {
                 )));
             }
         }
-        let remaining = timeout.saturating_sub(started.elapsed());
-        let mut result = self
-            .sbxd
-            .exec(&record.spec.id, command, remaining)
-            .await
-            .map_err(runtime_error)?;
-        result.duration_ms = started.elapsed().as_millis() as u64;
-        Ok(result)
+        Ok(record)
     }
 
     /// A snapshot of the log.
@@ -725,6 +754,23 @@ impl SandboxBackend for LocalPlatform {
     ) -> PlatformResult<ExecResponse> {
         self.sandboxes()?
             .exec(namespace, name, command, timeout)
+            .await
+    }
+
+    async fn exec_stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &ExecStreamQuery,
+    ) -> PlatformResult<ExecSession> {
+        let request = crate::runtime::engine::StreamRequest {
+            command: request.command.clone().unwrap_or_default(),
+            tty: request.tty,
+            stdin: request.stdin,
+            size: request.size(),
+        };
+        self.sandboxes()?
+            .exec_stream(namespace, name, &request)
             .await
     }
 
