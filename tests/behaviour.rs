@@ -412,12 +412,12 @@ async fn lifecycle(platform: Platform) {
 
 /// Frames of a streamed exec until its status: stdout, stderr (each as received) and the
 /// status.
-async fn drain(session: &mut ExecSession) -> (Vec<String>, String, ExecStatus) {
+async fn drain(session: &mut ExecSession, what: &str) -> (Vec<String>, String, ExecStatus) {
     let (mut out, mut err) = (Vec::new(), String::new());
     loop {
         let frame = tokio::time::timeout(Duration::from_secs(120), session.output.recv())
             .await
-            .expect("a streamed exec ended within 2 minutes")
+            .unwrap_or_else(|_| panic!("{what}: no status in 2 minutes after {out:?} {err:?}"))
             .expect("a streamed exec sends its status before it ends");
         match frame {
             Frame::Stdout(b) => out.push(String::from_utf8_lossy(&b).into_owned()),
@@ -477,7 +477,7 @@ async fn interactive(platform: Platform) {
         )
         .await
         .unwrap();
-    let (out, err, status) = drain(&mut s).await;
+    let (out, err, status) = drain(&mut s, "output").await;
     assert_eq!(out.first().map(String::as_str), Some("out\n"), "{out:?}");
     assert_eq!(
         (out.concat().as_str(), err.as_str()),
@@ -502,7 +502,7 @@ async fn interactive(platform: Platform) {
         .await
         .unwrap();
     s.input.send(Frame::CloseStdin).await.unwrap();
-    let (out, _, status) = drain(&mut s).await;
+    let (out, _, status) = drain(&mut s, "stdin").await;
     assert_eq!(
         (out.concat().as_str(), status),
         ("typed\nend\n", ExecStatus::exited(0))
@@ -536,7 +536,7 @@ async fn interactive(platform: Platform) {
         .send(Frame::Stdin(Bytes::from_static(b"exit 4\n")))
         .await
         .unwrap();
-    let (_, _, status) = drain(&mut s).await;
+    let (_, _, status) = drain(&mut s, "terminal").await;
     assert_eq!(status, ExecStatus::exited(4));
 
     // A signal reaches the command.
@@ -550,7 +550,7 @@ async fn interactive(platform: Platform) {
         .unwrap();
     read_until(&mut s, "ready", None).await;
     s.input.send(Frame::Signal("INT".into())).await.unwrap();
-    let (out, _, status) = drain(&mut s).await;
+    let (out, _, status) = drain(&mut s, "signal").await;
     assert_eq!(
         (out.concat().as_str(), status),
         ("got-int\n", ExecStatus::exited(5))
@@ -568,7 +568,7 @@ async fn interactive(platform: Platform) {
         )
         .await
         .unwrap();
-    let (_, _, status) = drain(&mut s).await;
+    let (_, _, status) = drain(&mut s, "time limit").await;
     assert_eq!((status.exit_code, status.timed_out), (Some(124), true));
 
     // A client that leaves ends the command.

@@ -174,10 +174,11 @@ impl Signaller {
         let script = format!(
             "for d in /proc/[0-9]*; do grep -qs {MARKER}=$0 $d/environ && kill -s $1 ${{d#/proc/}}; done; true"
         );
+        // The API server wants at least one stream.
         let params = AttachParams::default()
             .container(objects::sandboxes::CONTAINER)
             .stdin(false)
-            .stdout(false)
+            .stdout(true)
             .stderr(false);
         match self
             .api
@@ -188,9 +189,14 @@ impl Signaller {
             )
             .await
         {
-            Ok(process) => {
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_secs(10), process.join()).await;
+            Ok(mut process) => {
+                let done = async {
+                    if let Some(mut out) = process.stdout() {
+                        let _ = tokio::io::copy(&mut out, &mut tokio::io::sink()).await;
+                    }
+                    process.join().await
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(10), done).await;
             }
             Err(e) => tracing::warn!(pod = %self.pod, error = %e, "signalling a streamed exec"),
         }
