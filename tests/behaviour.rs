@@ -593,13 +593,49 @@ async fn interactive(platform: Platform) {
         if r.exit_code != 0 {
             break;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the command of a client that left still runs"
-        );
+        if started.elapsed() > Duration::from_secs(30) {
+            let ps = env.exec("tty", "ps -o pid,ppid,stat,args").await.stdout;
+            let log = env
+                ._daemon
+                .as_ref()
+                .map(|d| d.log_text())
+                .unwrap_or_default();
+            panic!("the command of a client that left still runs:\n{ps}\n{log}");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     env.exec("tty", &format!("rm -f {pid_file}")).await;
+
+    // Logs followed: the last lines, then new ones as they are written, each once; the
+    // stream ends when the client leaves.
+    env.say("tty", "follow one").await;
+    let follow = LogsQuery {
+        namespace: Some(ns.clone()),
+        tail: 1,
+        follow: true,
+        ..Default::default()
+    };
+    let mut chunks = env.client.follow_logs("tty", &follow).await.unwrap();
+    let mut text = String::new();
+    let mut read_log = async |text: &mut String, wanted: &str| {
+        let started = Instant::now();
+        while !text.contains(wanted) {
+            let chunk = tokio::time::timeout(Duration::from_secs(60), chunks.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {wanted:?} in a followed log: {text:?}"))
+                .expect("the followed log ended")
+                .unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            assert!(started.elapsed() < Duration::from_secs(60), "{text:?}");
+        }
+    };
+    read_log(&mut text, "follow one\n").await;
+    env.say("tty", "follow two").await;
+    read_log(&mut text, "follow two\n").await;
+    assert_eq!(text.matches("follow one").count(), 1, "{text:?}");
+    drop(chunks);
+    let missing = env.client.follow_logs("nope", &follow).await.map(drop);
+    assert_eq!(api_status(missing).0, 404);
 
     // Refusals before the upgrade: the envelope with the contract's status.
     let refused = |r: Result<ExecSession, ClientError>| match r {

@@ -141,6 +141,9 @@ pub(super) struct LogsQuery {
     tail: usize,
     #[serde(default)]
     since: u64,
+    /// Stream the log as it grows (plain text, chunked) until the sandbox stops.
+    #[serde(default)]
+    follow: bool,
 }
 
 fn default_tail() -> usize {
@@ -152,13 +155,22 @@ pub(super) async fn logs(
     Path((namespace, name)): Path<(String, String)>,
     Query(query): Query<LogsQuery>,
 ) -> Response {
-    let outcome = match manager(&state) {
-        Ok(m) => {
-            m.sandbox_logs(&namespace, &name, "sandbox", query.tail, query.since)
-                .await
-        }
-        Err(e) => Err(e),
+    let manager = match manager(&state) {
+        Ok(m) => m,
+        Err(e) => return fault(&e),
     };
+    if query.follow {
+        return match manager
+            .follow_logs(&namespace, &name, "sandbox", query.tail, query.since)
+            .await
+        {
+            Ok(lines) => streams::text_body(lines),
+            Err(e) => fault(&e),
+        };
+    }
+    let outcome = manager
+        .sandbox_logs(&namespace, &name, "sandbox", query.tail, query.since)
+        .await;
     answer(outcome, StatusCode::OK)
 }
 

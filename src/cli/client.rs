@@ -434,6 +434,54 @@ impl ApiClient {
         self.send(self.request(Method::GET, &path)).await
     }
 
+    /// `GET /api/v1/sandboxes/{name}/logs?follow=true`: the log's chunks as they come, until
+    /// the sandbox stops (the receiver ends) or it is dropped.
+    pub async fn follow_logs(
+        &self,
+        name: &str,
+        query: &LogsQuery,
+    ) -> ClientResult<tokio::sync::mpsc::Receiver<ClientResult<bytes::Bytes>>> {
+        use futures_util::StreamExt;
+        let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+        let path = format!(
+            "{}&container={}&tail={}&since={}&follow=true",
+            Self::sandbox_path(name, "/logs", namespace),
+            encode_segment(&query.container),
+            query.tail,
+            query.since
+        );
+        let connect = |e: reqwest::Error| ClientError::Connect {
+            server: self.server.clone(),
+            reason: describe(&e),
+        };
+        let response = self
+            .request(Method::GET, &path)
+            .send()
+            .await
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = response.bytes().await.map_err(connect)?;
+            return Err(ApiError::from_body(status, &body).into());
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let server = self.server.clone();
+        tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| ClientError::Connect {
+                    server: server.clone(),
+                    reason: format!("the log stream broke off: {}", describe(&e)),
+                });
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(rx)
+    }
+
     /// `POST /api/v1/sandboxes/{name}/pause`.
     pub async fn pause_sandbox(
         &self,

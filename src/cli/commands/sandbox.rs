@@ -176,8 +176,14 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-/// Print a snapshot of a sandbox's log
+/// Print a sandbox's log, or follow it as it grows
+///
+/// Examples:
+///   sbx sandbox logs demo --tail 20
+///   sbx sandbox logs demo --since 10m
+///   sbx sandbox logs -f demo          # until the sandbox stops or Ctrl-C
 #[derive(Debug, Clone, Args)]
+#[command(verbatim_doc_comment)]
 pub struct LogsArgs {
     /// Sandbox name
     pub name: String,
@@ -192,6 +198,9 @@ pub struct LogsArgs {
     /// Only lines newer than this, e.g. 10m, 1h or 30 (seconds)
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
+    /// Keep printing lines as they are written, until the sandbox stops
+    #[arg(short = 'f', long)]
+    pub follow: bool,
 }
 
 /// Pause (freeze) a sandbox, optionally keeping a snapshot of its files
@@ -574,7 +583,20 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
                 container: args.container.clone(),
                 tail: args.tail,
                 since,
+                follow: args.follow,
             };
+            if args.follow {
+                if !ctx.printer.is_table() {
+                    bail!("-f streams the log as text: it goes without -o json|yaml");
+                }
+                let mut chunks = ctx.client.follow_logs(&args.name, &query).await?;
+                let mut stdout = std::io::stdout();
+                while let Some(chunk) = chunks.recv().await {
+                    stdout.write_all(&chunk?)?;
+                    stdout.flush()?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let logs = ctx.client.sandbox_logs(&args.name, &query).await?;
             if ctx.printer.is_table() {
                 print!("{}", logs.logs);

@@ -446,6 +446,18 @@ pub trait SandboxBackend: Send + Sync {
         since_secs: u64,
     ) -> PlatformResult<String>;
 
+    /// Follows the log of one of a sandbox's containers: the lines [`Self::sandbox_logs`]
+    /// gives, then new ones as they are written, until the sandbox stops or the receiver is
+    /// dropped.
+    async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>>;
+
     /// Freezes a sandbox.
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()>;
 

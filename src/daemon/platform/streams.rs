@@ -1,6 +1,7 @@
-//! Serving a streamed exec's session on a WebSocket (the service's route, and a node agent's
-//! for the service): the client's frames to the session, the session's to the client, the
-//! status last; a client that leaves, or breaks the protocol, ends the command.
+//! Serving streams (the service's routes, and a node agent's for the service): a streamed
+//! exec's session on a WebSocket — the client's frames to the session, the session's to the
+//! client, the status last; a client that leaves, or breaks the protocol, ends the command —
+//! and a followed log as a chunked plain-text body.
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
@@ -88,4 +89,27 @@ pub async fn serve(socket: WebSocket, session: ExecSession, timeout: Option<Dura
     drop(output);
     reader.abort();
     let _ = sink.close().await;
+}
+
+/// A chunked `text/plain` body of what `chunks` yields, until it ends; a client that leaves
+/// drops the receiver (and so ends what feeds it).
+pub fn text_body(chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
+        chunks
+            .recv()
+            .await
+            .map(|chunk| (Ok::<_, std::convert::Infallible>(chunk), chunks))
+    });
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; charset=utf-8",
+            ),
+            (axum::http::header::CACHE_CONTROL, "no-cache"),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
 }

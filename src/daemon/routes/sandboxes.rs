@@ -253,11 +253,12 @@ pub async fn exec_stream(
         .into_response())
 }
 
-/// A snapshot of a sandbox's logs (no live follow).
+/// A snapshot of a sandbox's logs, or with `follow=true` the log as it grows.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/logs", tag = "sandboxes",
     params(("name" = String, Path, description = "Sandbox name"), LogsQuery),
     responses(
-        (status = 200, description = "Log text", body = DataEnvelope<LogsResponse>),
+        (status = 200, description = "Log text: one JSON snapshot, or with `follow=true` plain text streamed (chunked) from the last `tail` lines until the sandbox stops or the client leaves",
+            content((DataEnvelope<LogsResponse> = "application/json"), (String = "text/plain"))),
         (status = 400, description = "Unknown container", body = ErrorEnvelope),
         (status = 404, description = "No sandbox of this name in the namespace", body = ErrorEnvelope),
     ))]
@@ -266,14 +267,21 @@ pub async fn sandbox_logs(
     principal: Principal,
     Path(name): Path<String>,
     Query(query): Query<LogsQuery>,
-) -> ServiceResult<Json<LogsResponse>> {
+) -> ServiceResult<Response> {
     let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     require_read(&state, &principal, namespace, &name).await?;
+    if query.follow {
+        let chunks = state
+            .sandboxes
+            .follow_logs(namespace, &name, &query.container, query.tail, query.since)
+            .await?;
+        return Ok(streams::text_body(chunks));
+    }
     let logs = state
         .sandboxes
         .logs(namespace, &name, &query.container, query.tail, query.since)
         .await?;
-    Ok(Json(LogsResponse { logs }))
+    Ok(Json(LogsResponse { logs }).into_response())
 }
 
 /// Pause a sandbox, optionally with a `pause` snapshot of its root.

@@ -571,6 +571,23 @@ impl SandboxService {
             .await?)
     }
 
+    /// Follows a sandbox's log: chunks of its text until the sandbox stops or the receiver
+    /// is dropped.
+    pub async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: u64,
+        since_secs: u64,
+    ) -> ServiceResult<tokio::sync::mpsc::Receiver<Bytes>> {
+        self.sandboxes.get_sandbox(namespace, name).await?;
+        Ok(self
+            .sandboxes
+            .follow_logs(namespace, name, container, tail as usize, since_secs)
+            .await?)
+    }
+
     /// Deletes every sandbox of a namespace, reporting each.
     pub async fn delete_all(&self, namespace: &str) -> ServiceResult<DeleteAllResponse> {
         let sandboxes = self.sandboxes.list_sandboxes(Some(namespace)).await?;

@@ -159,6 +159,22 @@ impl Sbxd {
         )
     }
 
+    /// Follows the sandbox's log: the follower, and the last `tail` lines (of the last
+    /// `since_secs` seconds) already there.
+    pub fn follow_logs(&self, id: &str, tail: usize, since_secs: u64) -> (logs::Follower, String) {
+        logs::Follower::open(
+            &self.log_path(id),
+            tail,
+            since_secs,
+            time::OffsetDateTime::now_utc(),
+        )
+    }
+
+    /// The sandbox's main process has ended, or the sandbox is gone.
+    pub fn stopped(&self, id: &str) -> bool {
+        self.exit_record(id).is_some() || !self.dir(id).exists()
+    }
+
     /// The sandbox's cgroup readings.
     pub fn stats(&self, id: &str) -> Option<cgroup::CgroupStats> {
         cgroup::stats(&cgroup::cgroups_path(id))

@@ -162,10 +162,22 @@ fn pump(
     })
 }
 
-fn exec_pid(pid_path: &Path) -> Option<i32> {
-    std::fs::read_to_string(pid_path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
+/// The command's host pid, from the file `runc exec` writes once it started it — which can
+/// be after the command's first output: waited for (a while) while `runc exec` runs.
+async fn exec_pid(pid_path: &Path, runtime_pid: Option<i32>) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        let pid = std::fs::read_to_string(pid_path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        if pid.is_some()
+            || started.elapsed() > Duration::from_secs(5)
+            || !runtime_pid.is_some_and(process::alive)
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The session's life: input to the command, then its status once it exits (or its end, when
@@ -206,7 +218,7 @@ async fn run(
                 Some(Frame::Signal(name)) => match signal_number(&name) {
                     // runc cannot forward SIGKILL: the command's tree is killed directly.
                     Some(libc::SIGKILL) => {
-                        if let Some(pid) = exec_pid(&pid_path) {
+                        if let Some(pid) = exec_pid(&pid_path, runtime_pid).await {
                             process::kill_tree(pid);
                         }
                     }
@@ -241,7 +253,7 @@ async fn run(
         None => {
             // The holder left: the command and whatever it started go; `runc exec` reaps
             // the command (killed first, it would leave a zombie in the sandbox).
-            if let Some(pid) = exec_pid(&pid_path) {
+            if let Some(pid) = exec_pid(&pid_path, runtime_pid).await {
                 process::kill_tree(pid);
             }
             if tokio::time::timeout(Duration::from_secs(5), child.wait())

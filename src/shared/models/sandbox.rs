@@ -310,6 +310,12 @@ pub struct LogsQuery {
     #[param(default = 0)]
     #[schema(default = 0)]
     pub since: u64,
+    /// Stream the log as it grows (`text/plain`, chunked) until the sandbox stops or the
+    /// client leaves, instead of one JSON snapshot.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[param(default = false)]
+    #[schema(default = false)]
+    pub follow: bool,
 }
 
 impl Default for LogsQuery {
@@ -319,6 +325,7 @@ impl Default for LogsQuery {
             container: default_log_container(),
             tail: DEFAULT_LOG_TAIL,
             since: 0,
+            follow: false,
         }
     }
 }

@@ -181,6 +181,63 @@ impl Agents {
         }
     }
 
+    /// Reads a body `node`'s agent streams (`path` with its query, a followed log) as it
+    /// comes: its chunks until it ends or the receiver is dropped; a refusal as the platform
+    /// error it stands for, or a 503 naming the node.
+    pub async fn follow(
+        &self,
+        client: &kube::Client,
+        node: &str,
+        path: &str,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        use futures_util::StreamExt;
+        let unreachable = |why: String| PlatformError::Unavailable(format!("node {node}: {why}"));
+        let (address, token) = self.address(client, node).await?;
+        let response = self
+            .stream_http
+            .get(format!("http://{address}{path}"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| {
+                self.forget_locations();
+                unreachable(format!(
+                    "its sbx agent at {address} cannot be reached: {}",
+                    crate::shared::io::root_cause(&e)
+                ))
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.bytes().await.unwrap_or_default();
+            return Err(match serde_json::from_slice::<AgentFault>(&body) {
+                Ok(fault) => PlatformError::from_fault(fault),
+                Err(_) => unreachable(format!(
+                    "its sbx agent answered HTTP {}: {}",
+                    status.as_u16(),
+                    String::from_utf8_lossy(&body)
+                )),
+            });
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            loop {
+                tokio::select! {
+                    chunk = body.next() => match chunk {
+                        Some(Ok(chunk)) => {
+                            if tx.send(chunk).await.is_err() {
+                                return;
+                            }
+                        }
+                        _ => return,
+                    },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(rx)
+    }
+
     /// Calls `node`'s agent (`path` with its query), within the agents' time limit (or
     /// `timeout`): its answer, its refusal as the platform error it stands for, or a 503
     /// naming the node when there is no agent to call or it does not answer.

@@ -127,6 +127,23 @@ impl SandboxBackend for KubernetesPlatform {
             .await
     }
 
+    async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        if let Some(record) = self.sbxd_record(namespace, name).await? {
+            return self
+                .sbxd_follow_logs(&record, container, tail, since_secs)
+                .await;
+        }
+        self.follow_logs(namespace, name, container, tail, since_secs)
+            .await
+    }
+
     async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
         if let Some(record) = self.sbxd_record(namespace, name).await? {
             return self.sbxd_pause(&record, true).await;

@@ -289,6 +289,32 @@ impl KubernetesPlatform {
     }
 
     /// The log of an sbxd sandbox.
+    /// Follows the log of an sbxd sandbox, from its node's agent.
+    pub(super) async fn sbxd_follow_logs(
+        &self,
+        record: &SbxdSandboxObject,
+        container: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        let (namespace, name) = names_of(record);
+        if container != "sandbox" {
+            return Err(PlatformError::Invalid(format!(
+                "sandbox '{name}' has no container '{container}': an sbxd sandbox has one, `sandbox`"
+            )));
+        }
+        self.agents
+            .follow(
+                &self.client,
+                &record.spec.node,
+                &format!(
+                    "{}/logs?tail={tail}&since={since_secs}&follow=true",
+                    sandbox_path(&namespace, &name)
+                ),
+            )
+            .await
+    }
+
     pub(super) async fn sbxd_logs(
         &self,
         record: &SbxdSandboxObject,

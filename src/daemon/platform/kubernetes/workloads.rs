@@ -428,6 +428,73 @@ impl KubernetesPlatform {
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
+        let pod = self.log_pod(namespace, name, container).await?;
+        let params = LogParams {
+            container: Some(container.into()),
+            tail_lines: Some(tail as i64),
+            since_seconds: (since_secs > 0).then_some(since_secs as i64),
+            ..Default::default()
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match api.logs(&pod, &params).await {
+            Ok(text) => Ok(text),
+            // A Pod whose container has not started has no log yet.
+            Err(kube::Error::Api(status)) if status.code == 400 => Ok(String::new()),
+            Err(e) => Err(kube_error(&format!("logs of sandbox {name}"), e)),
+        }
+    }
+
+    /// Follows one of the sandbox Pod's containers' log through the API server, until the
+    /// container stops or the receiver is dropped.
+    pub(super) async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        use futures_util::AsyncReadExt;
+        let pod = self.log_pod(namespace, name, container).await?;
+        let params = LogParams {
+            container: Some(container.into()),
+            tail_lines: Some(tail as i64),
+            since_seconds: (since_secs > 0).then_some(since_secs as i64),
+            follow: true,
+            ..Default::default()
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let mut stream = api
+            .log_stream(&pod, &params)
+            .await
+            .map_err(|e| kube_error(&format!("logs of sandbox {name}"), e))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 32 * 1024];
+            loop {
+                tokio::select! {
+                    read = stream.read(&mut buf) => match read {
+                        Ok(n) if n > 0 => {
+                            if tx.send(bytes::Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                                return;
+                            }
+                        }
+                        _ => return,
+                    },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    /// The Pod whose log is read (the newest), after checking it has `container`.
+    async fn log_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+    ) -> PlatformResult<String> {
         let pods = self.pods_of(namespace, name).await?;
         let found = pods.first().ok_or_else(|| {
             PlatformError::NotFound(format!(
@@ -446,19 +513,7 @@ impl KubernetesPlatform {
                 containers.join(", ")
             )));
         }
-        let params = LogParams {
-            container: Some(container.into()),
-            tail_lines: Some(tail as i64),
-            since_seconds: (since_secs > 0).then_some(since_secs as i64),
-            ..Default::default()
-        };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        match api.logs(&pod, &params).await {
-            Ok(text) => Ok(text),
-            // A Pod whose container has not started has no log yet.
-            Err(kube::Error::Api(status)) if status.code == 400 => Ok(String::new()),
-            Err(e) => Err(kube_error(&format!("logs of sandbox {name}"), e)),
-        }
+        Ok(pod)
     }
 
     /// Why a pending sandbox's scheduled Pod does not start, from the Pod's Warning events

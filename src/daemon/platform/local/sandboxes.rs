@@ -606,6 +606,42 @@ impl LocalSandboxes {
             .map_err(|e| PlatformError::Store(e.to_string()))
     }
 
+    /// Follows the log: the lines there, then new ones as they are written, until the
+    /// sandbox's main process ends, the sandbox goes or the receiver is dropped.
+    pub async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        tail: usize,
+        since: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        let id = self.record(namespace, name).await?.spec.id;
+        let sbxd = self.sbxd.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            let (mut follower, first) = sbxd.follow_logs(&id, tail, since);
+            if !first.is_empty() && tx.send(first.into()).await.is_err() {
+                return;
+            }
+            loop {
+                // Looked at before the read: what was written before the end is sent.
+                let stopped = sbxd.stopped(&id);
+                let text = follower.poll();
+                if !text.is_empty() && tx.send(text.into()).await.is_err() {
+                    return;
+                }
+                if stopped {
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(LOG_POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(rx)
+    }
+
     /// Freezes a Running sandbox.
     pub async fn pause(&self, namespace: &str, name: &str) -> PlatformResult<()> {
         let record = self
@@ -718,6 +754,20 @@ impl LocalSandboxes {
     }
 }
 
+/// An sbxd sandbox is one container: `Invalid` for any other name.
+fn check_container(name: &str, container: &str) -> PlatformResult<()> {
+    if container != crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER {
+        return Err(PlatformError::Invalid(format!(
+            "sandbox '{name}' has no container '{container}'; its container is '{}'",
+            crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER
+        )));
+    }
+    Ok(())
+}
+
+/// How often a followed log is read for new lines.
+const LOG_POLL: Duration = Duration::from_millis(100);
+
 /// The embedded default's sandbox seam, over the manager above.
 #[async_trait]
 impl SandboxBackend for LocalPlatform {
@@ -782,15 +832,23 @@ impl SandboxBackend for LocalPlatform {
         tail: usize,
         since_secs: u64,
     ) -> PlatformResult<String> {
-        // An sbxd sandbox is one container.
-        if container != crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER {
-            return Err(PlatformError::Invalid(format!(
-                "sandbox '{name}' has no container '{container}'; its container is '{}'",
-                crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER
-            )));
-        }
+        check_container(name, container)?;
         self.sandboxes()?
             .logs(namespace, name, tail, since_secs)
+            .await
+    }
+
+    async fn follow_logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        tail: usize,
+        since_secs: u64,
+    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        check_container(name, container)?;
+        self.sandboxes()?
+            .follow_logs(namespace, name, tail, since_secs)
             .await
     }
 
