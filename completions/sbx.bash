@@ -2806,7 +2806,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__exec)
-            opts="-n -o -q -v -h -V --namespace --timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-n -i -t -o -q -v -h -V --namespace --stdin --tty --timeout --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3178,7 +3178,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__logs)
-            opts="-n -c -o -q -v -h -V --namespace --container --tail --since --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-n -c -f -o -q -v -h -V --namespace --container --tail --since --follow --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

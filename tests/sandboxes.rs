@@ -192,6 +192,7 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
         container: "sandbox".into(),
         tail,
         since,
+        follow: false,
     };
     let logs = client.sandbox_logs("demo", &q(200, 0)).await.unwrap().logs;
     assert_eq!(logs, "line-1\nline-2\nline-3\noops\n");
@@ -785,6 +786,7 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
                 container: "sandbox".into(),
                 tail: 10,
                 since: 0,
+                follow: false,
             },
         )
         .await

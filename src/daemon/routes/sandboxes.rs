@@ -213,8 +213,10 @@ pub async fn exec_in_sandbox(
     ))
 }
 
-/// Run a command with its input and output streamed: a WebSocket (subprotocol
-/// `v1.exec.sbx.io`). Every message is binary: a channel byte, then the payload. Client →
+/// Run a command with its input and output streamed over a WebSocket (sbx extension).
+///
+/// The subprotocol is `v1.exec.sbx.io`. Every message is binary: a channel byte, then the
+/// payload. Client →
 /// server: `0` stdin bytes, `4` resize `{"cols","rows"}`, `5` a signal name (`INT`, `TERM`,
 /// `HUP`, `QUIT`, `KILL`, `USR1`, `USR2`, `WINCH`), `255` `[0]` stdin ends. Server → client:
 /// `1` stdout, `2` stderr (with `tty`, all output is on stdout), then `3` the status
