@@ -340,13 +340,30 @@ impl KubernetesPlatform {
                 "sandbox '{name}' is paused: resume it first"
             )));
         }
-        let pods = self.pods_of(namespace, name).await?;
-        let running = pods.iter().find(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        });
-        match running {
-            Some(pod) => Ok(pod.metadata.name.clone().unwrap_or_default()),
+        let running = |pods: &[Arc<Pod>]| {
+            pods.iter()
+                .find(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+        };
+        let mut pods = self.pods_of(namespace, name).await?;
+        // The Deployment's watch can show a ready replica before the Pod watch shows it
+        // Running: a sandbox that reads Running is given the Pod watch's moment to catch up.
+        let ready = deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0)
+            > 0;
+        let started = Instant::now();
+        while ready && running(&pods).is_none() && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            pods = self.pods_of(namespace, name).await?;
+        }
+        match running(&pods) {
+            Some(pod) => Ok(pod),
             None if pods.is_empty() => Err(PlatformError::NotFound(format!(
                 "sandbox '{name}' has no pod in namespace '{namespace}'"
             ))),
