@@ -423,15 +423,20 @@ impl ApiClient {
 
     /// `GET /api/v1/sandboxes/{name}/logs`.
     pub async fn sandbox_logs(&self, name: &str, query: &LogsQuery) -> ClientResult<LogsResponse> {
+        self.send(self.request(Method::GET, &Self::logs_path(name, query)))
+            .await
+    }
+
+    /// `/api/v1/sandboxes/{name}/logs` with the query's namespace, container, tail and since.
+    fn logs_path(name: &str, query: &LogsQuery) -> String {
         let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
-        let path = format!(
+        format!(
             "{}&container={}&tail={}&since={}",
             Self::sandbox_path(name, "/logs", namespace),
             encode_segment(&query.container),
             query.tail,
             query.since
-        );
-        self.send(self.request(Method::GET, &path)).await
+        )
     }
 
     /// `GET /api/v1/sandboxes/{name}/logs?follow=true`: the log's chunks as they come, until
@@ -442,14 +447,7 @@ impl ApiClient {
         query: &LogsQuery,
     ) -> ClientResult<tokio::sync::mpsc::Receiver<ClientResult<bytes::Bytes>>> {
         use futures_util::StreamExt;
-        let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
-        let path = format!(
-            "{}&container={}&tail={}&since={}&follow=true",
-            Self::sandbox_path(name, "/logs", namespace),
-            encode_segment(&query.container),
-            query.tail,
-            query.since
-        );
+        let path = format!("{}&follow=true", Self::logs_path(name, query));
         let connect = |e: reqwest::Error| ClientError::Connect {
             server: self.server.clone(),
             reason: describe(&e),

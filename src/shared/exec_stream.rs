@@ -178,6 +178,29 @@ impl ExecSession {
     }
 }
 
+/// Sends what `reader` yields as frames (`Frame::Stdout` or `Frame::Stderr`) until it ends or
+/// the session's holder left.
+pub fn pump(
+    mut reader: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    out: mpsc::Sender<Frame>,
+    frame: fn(Bytes) -> Frame,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncReadExt;
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; MAX_FRAME];
+        while let Ok(n) = reader.read(&mut buf).await {
+            if n == 0
+                || out
+                    .send(frame(Bytes::copy_from_slice(&buf[..n])))
+                    .await
+                    .is_err()
+            {
+                break;
+            }
+        }
+    })
+}
+
 /// What a streamed exec asks for (the route's query, also what the service sends an agent).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

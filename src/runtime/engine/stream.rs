@@ -5,13 +5,13 @@
 use std::os::fd::OwnedFd;
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::*;
 use crate::runtime::pty::{self, PtyMaster};
 use crate::shared::exec_stream::{
-    ExecSession, ExecStatus, Frame, MAX_FRAME, TermSize, signal_number,
+    ExecSession, ExecStatus, Frame, MAX_FRAME, TermSize, pump, signal_number,
 };
 
 /// What a streamed exec asks the runtime for.
@@ -139,27 +139,6 @@ impl Sbxd {
         ));
         Ok(session)
     }
-}
-
-/// Sends what `reader` yields as frames until it ends or the session's holder left.
-fn pump(
-    mut reader: impl AsyncRead + Unpin + Send + 'static,
-    out: mpsc::Sender<Frame>,
-    frame: fn(Bytes) -> Frame,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; MAX_FRAME];
-        while let Ok(n) = reader.read(&mut buf).await {
-            if n == 0
-                || out
-                    .send(frame(Bytes::copy_from_slice(&buf[..n])))
-                    .await
-                    .is_err()
-            {
-                break;
-            }
-        }
-    })
 }
 
 /// The command's host pid, from the file `runc exec` writes once it started it — which can

@@ -6,13 +6,12 @@
 //! environment (`SBX_EXEC=<nonce>`, inherited by whatever it starts), and a signal — or the
 //! kill when the client leaves first — is a second exec that signals every process of the
 //! sandbox carrying it.
-use bytes::Bytes;
 use futures_util::SinkExt;
 use kube::api::{AttachParams, TerminalSize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::*;
-use crate::shared::exec_stream::{ExecSession, ExecStatus, ExecStreamQuery, Frame, MAX_FRAME};
+use crate::shared::exec_stream::{ExecSession, ExecStatus, ExecStreamQuery, Frame, pump};
 
 /// The environment variable that marks a streamed exec's processes.
 const MARKER: &str = "SBX_EXEC";
@@ -74,25 +73,11 @@ impl KubernetesPlatform {
             .map_err(|e| kube_error(&format!("exec in sandbox {name}"), e))?;
         let (session, mut input_rx, output) = ExecSession::channels();
         let mut readers = Vec::new();
-        for (reader, frame) in [
-            (process.stdout(), Frame::Stdout as fn(Bytes) -> Frame),
-            (process.stderr(), Frame::Stderr),
-        ] {
-            let Some(mut reader) = reader else { continue };
-            let out = output.clone();
-            readers.push(tokio::spawn(async move {
-                let mut buf = vec![0u8; MAX_FRAME];
-                while let Ok(n) = reader.read(&mut buf).await {
-                    if n == 0
-                        || out
-                            .send(frame(Bytes::copy_from_slice(&buf[..n])))
-                            .await
-                            .is_err()
-                    {
-                        break;
-                    }
-                }
-            }));
+        if let Some(stdout) = process.stdout() {
+            readers.push(pump(stdout, output.clone(), Frame::Stdout));
+        }
+        if let Some(stderr) = process.stderr() {
+            readers.push(pump(stderr, output.clone(), Frame::Stderr));
         }
         let mut stdin = process.stdin();
         let mut resize = process.terminal_size();
