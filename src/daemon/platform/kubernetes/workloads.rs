@@ -332,14 +332,8 @@ impl KubernetesPlatform {
     }
 
     /// The name of the sandbox's running Pod: 404 without a sandbox or Pod, 409 when it is
-    /// not running.
+    /// paused or not running.
     pub(super) async fn running_pod(&self, namespace: &str, name: &str) -> PlatformResult<String> {
-        let deployment = self.sandbox_deployment(namespace, name).await?;
-        if deployment.spec.replicas == Some(0) {
-            return Err(PlatformError::Conflict(format!(
-                "sandbox '{name}' is paused: resume it first"
-            )));
-        }
         let running = |pods: &[Arc<Pod>]| {
             pods.iter()
                 .find(|p| {
@@ -348,20 +342,44 @@ impl KubernetesPlatform {
                 })
                 .map(|p| p.metadata.name.clone().unwrap_or_default())
         };
-        let mut pods = self.pods_of(namespace, name).await?;
-        // The Deployment's watch can show a ready replica before the Pod watch shows it
-        // Running: a sandbox that reads Running is given the Pod watch's moment to catch up.
-        let ready = deployment
-            .status
-            .as_ref()
-            .and_then(|s| s.ready_replicas)
-            .unwrap_or(0)
-            > 0;
-        let started = Instant::now();
-        while ready && running(&pods).is_none() && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            pods = self.pods_of(namespace, name).await?;
+        let deployment = self.sandbox_deployment(namespace, name).await?;
+        if deployment.spec.replicas != Some(0) {
+            if let Some(pod) = running(&self.pods_of(namespace, name).await?) {
+                return Ok(pod);
+            }
         }
+        // Not running as this replica's watches show it: they can lag behind a change made
+        // through another replica (a resume, a Pod that just became Ready), so the API server
+        // has the last word before a refusal.
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
+        let live = deployments
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_error(&format!("read sandbox {name}"), e))?
+            .ok_or_else(|| {
+                PlatformError::NotFound(format!(
+                    "sandbox '{name}' not found in namespace '{namespace}'"
+                ))
+            })?;
+        if live.spec.replicas == Some(0) {
+            return Err(PlatformError::Conflict(format!(
+                "sandbox '{name}' is paused: resume it first"
+            )));
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let selector = format!(
+            "{},{}={name}",
+            super::managed_selector(),
+            super::objects::names::SANDBOX_LABEL
+        );
+        let pods: Vec<Arc<Pod>> = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| kube_error("list sandbox pods", e))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         match running(&pods) {
             Some(pod) => Ok(pod),
             None if pods.is_empty() => Err(PlatformError::NotFound(format!(
