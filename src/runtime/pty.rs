@@ -117,6 +117,8 @@ mod tests {
             command.pre_exec(take_as_controlling_terminal);
         }
         let mut child = command.spawn().unwrap();
+        // Every copy of the slave but the child's goes: its exit is the master's EOF.
+        drop(command);
         drop(slave);
         master
             .resize(TermSize {
