@@ -14,7 +14,6 @@ use serde::Deserialize;
 
 use super::AgentState;
 use crate::daemon::platform::local::LocalPlatform;
-use crate::daemon::platform::streams;
 use crate::daemon::platform::{
     NewSandbox, PlatformError, RestorePlan, SandboxBackend, SnapshotBackend,
 };
@@ -128,7 +127,7 @@ pub(super) async fn exec_stream(
     match outcome {
         Ok(session) => upgrade
             .protocols([SUBPROTOCOL])
-            .on_upgrade(move |socket| streams::serve(socket, session, None))
+            .on_upgrade(move |socket| crate::shared::exec_stream::serve(socket, session, None))
             .into_response(),
         Err(error) => fault(&error),
     }
@@ -164,7 +163,7 @@ pub(super) async fn logs(
             .follow_logs(&namespace, &name, "sandbox", query.tail, query.since)
             .await
         {
-            Ok(lines) => streams::text_body(lines),
+            Ok(lines) => crate::shared::io::chunked_text(lines),
             Err(e) => fault(&e),
         };
     }

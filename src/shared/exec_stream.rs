@@ -292,7 +292,7 @@ pub async fn connect(request: reqwest::RequestBuilder) -> Result<ClientSocket, (
     .await)
 }
 
-/// Serves `socket` as a session: frames it receives go to the session's `input`, the
+/// The client's end. Serves `socket` as a session: frames it receives go to the session's `input`, the
 /// session's `output` frames are sent on it (the client's end: the CLI, and the service
 /// calling a node's agent). The session ends when the socket closes; a malformed frame from
 /// the server ends it with a status that says so.
@@ -346,6 +346,96 @@ pub fn client_session(socket: ClientSocket) -> ExecSession {
         }
     });
     session
+}
+
+/// The server's end (the service's route, and a node agent's for the service): relays
+/// `session` over `socket` until the command's status is sent, the client leaves or `timeout`
+/// passes (the command is killed: exit code 124, `timed_out`); a client that breaks the
+/// protocol gets a status saying how, and the command ends.
+pub async fn serve(
+    socket: axum::extract::ws::WebSocket,
+    session: ExecSession,
+    timeout: Option<std::time::Duration>,
+) {
+    use axum::extract::ws::Message;
+    use futures_util::{SinkExt, StreamExt};
+    let (mut sink, mut stream) = socket.split();
+    let ExecSession { input, mut output } = session;
+    let (ended_tx, mut ended) = tokio::sync::oneshot::channel::<Option<String>>();
+    let reader = tokio::spawn(async move {
+        let broken = loop {
+            match stream.next().await {
+                Some(Ok(Message::Binary(bytes))) => match Frame::decode(&bytes) {
+                    Ok(
+                        frame @ (Frame::Stdin(_)
+                        | Frame::Resize(_)
+                        | Frame::Signal(_)
+                        | Frame::CloseStdin),
+                    ) => {
+                        // Refused once the command ended: its status is on its way.
+                        let _ = input.send(frame).await;
+                    }
+                    Ok(_) => {
+                        break Some(
+                            "a client sends only stdin (0), resize (4), signal (5) and close (255) frames"
+                                .to_string(),
+                        );
+                    }
+                    Err(e) => break Some(format!("the client sent {e}")),
+                },
+                Some(Ok(Message::Text(_))) => {
+                    break Some("frames are binary messages (channel byte, then payload)".into());
+                }
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break None,
+                Some(Ok(_)) => continue,
+            }
+        };
+        let _ = ended_tx.send(broken);
+        // Holding the input until here: its drop tells the session its holder left.
+        drop(input);
+    });
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let send = |frame: Frame| Message::Binary(frame.encode().into());
+    loop {
+        tokio::select! {
+            biased;
+            frame = output.recv() => {
+                let frame = frame.unwrap_or_else(|| Frame::Status(ExecStatus::failed(
+                    "InternalServerError",
+                    "the command's stream ended without its exit status",
+                )));
+                let last = matches!(frame, Frame::Status(_));
+                if sink.send(send(frame)).await.is_err() || last {
+                    break;
+                }
+            }
+            broken = &mut ended => {
+                if let Ok(Some(reason)) = broken {
+                    let _ = sink.send(send(Frame::Status(ExecStatus::failed("BadRequest", reason)))).await;
+                }
+                break;
+            }
+            _ = &mut deadline => {
+                let status = ExecStatus {
+                    exit_code: Some(124),
+                    timed_out: true,
+                    error: None,
+                };
+                let _ = sink.send(send(Frame::Status(status))).await;
+                break;
+            }
+        }
+    }
+    // The session's ends go: a command still running is killed.
+    drop(output);
+    reader.abort();
+    let _ = sink.close().await;
 }
 
 #[cfg(test)]

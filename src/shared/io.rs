@@ -31,3 +31,26 @@ pub fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     }
     cause.to_string()
 }
+
+/// A chunked `text/plain` body of what `chunks` yields, until it ends; a client that leaves
+/// drops the receiver (and so ends what feeds it).
+pub fn chunked_text(chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
+        chunks
+            .recv()
+            .await
+            .map(|chunk| (Ok::<_, std::convert::Infallible>(chunk), chunks))
+    });
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; charset=utf-8",
+            ),
+            (axum::http::header::CACHE_CONTROL, "no-cache"),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}

@@ -7,7 +7,6 @@ pub mod images;
 pub mod install;
 pub mod kubernetes;
 pub mod local;
-pub mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -13,7 +13,6 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
-use crate::daemon::platform::streams;
 use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
@@ -251,7 +250,7 @@ pub async fn exec_stream(
         .await?;
     Ok(upgrade
         .protocols([SUBPROTOCOL])
-        .on_upgrade(move |socket| streams::serve(socket, session, timeout))
+        .on_upgrade(move |socket| crate::shared::exec_stream::serve(socket, session, timeout))
         .into_response())
 }
 
@@ -277,7 +276,7 @@ pub async fn sandbox_logs(
             .sandboxes
             .follow_logs(namespace, &name, &query.container, query.tail, query.since)
             .await?;
-        return Ok(streams::text_body(chunks));
+        return Ok(crate::shared::io::chunked_text(chunks));
     }
     let logs = state
         .sandboxes
