@@ -20,6 +20,9 @@ use crate::daemon::platform::{PlatformError, PlatformResult};
 use crate::shared::models::sandbox::{ExecResponse, SandboxMetrics};
 use crate::shared::quantity::{Quantity, format_cpu_millis, format_mebibytes};
 
+/// How long an exec waits for the Pod of a sandbox that wants one to run.
+const POD_START_WAIT: Duration = Duration::from_secs(30);
+
 /// The most of each exec stream kept (the rest is cut and `truncated` set).
 pub(super) const EXEC_OUTPUT_CAP: usize = 16 << 20;
 /// How long a pause with a snapshot waits for the sandbox's Pod to be gone before it
@@ -365,6 +368,16 @@ impl KubernetesPlatform {
             return Err(PlatformError::Conflict(format!(
                 "sandbox '{name}' is paused: resume it first"
             )));
+        }
+        // It wants a replica: one being replaced or starting (just after a resume, when the
+        // old Pod is still terminating) is waited for, as the embedded default waits for a
+        // Pending sandbox.
+        let started = Instant::now();
+        while started.elapsed() < POD_START_WAIT {
+            if let Some(pod) = running(&self.pods_of(namespace, name).await?) {
+                return Ok(pod);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let selector = format!(
