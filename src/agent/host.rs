@@ -5,17 +5,19 @@
 //! cgroup namespaces of the host's PID 1 (the Pod has `hostPID`; or of the container runtime's
 //! shim that started it, where PID 1's cannot be read), copies its own binary to
 //! `<data dir>/bin/sbx` on the host (the shims run that file, not one inside an image that a
-//! Pod restart removes), moves itself out of its Pod's cgroup into `sbx-agent` at the root of
-//! every hierarchy (the container runtime kills what is left in a host-PID Pod's cgroup when
-//! it stops), keeps a descriptor of the container's root file system open (its service
+//! Pod restart removes), starts the agent out of its Pod's cgroup, in `sbx-agent` at the root
+//! of every hierarchy (the container runtime kills what is left in a host-PID Pod's cgroup
+//! when it stops; sandboxes and shims the agent starts stay out of it), keeps a descriptor of the container's root file system open (its service
 //! account token and CA stay readable there, [`CONTAINER_ROOT_ENV`]) and executes the host's
-//! copy with the same arguments. The new process sees it is on the host and starts.
+//! copy with the same arguments. The new process sees it is on the host and starts. The
+//! process that entered stays behind in the Pod's cgroup as the agent's parent: the Pod's
+//! stop signals go through it, and its death (a SIGKILL of the Pod's cgroup) ends the agent.
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use nix::sched::{CloneFlags, setns};
 
 /// Set for the process executed on the host: where the container's root file system is still
@@ -86,7 +88,6 @@ pub fn enter(data_dir: &Path) -> Result<std::convert::Infallible> {
     }
     std::env::set_current_dir("/").context("chdir / on the host")?;
     let binary = install_copy(exe, data_dir)?;
-    leave_pod_cgroup();
     let args: Vec<CString> = std::env::args_os()
         .map(|a| CString::new(a.into_encoded_bytes()))
         .collect::<Result<_, _>>()
@@ -99,8 +100,68 @@ pub fn enter(data_dir: &Path) -> Result<std::convert::Infallible> {
         std::env::set_var(CONTAINER_ROOT_ENV, format!("/proc/self/fd/{root_fd}"));
         std::env::set_var(CONTAINER_NS_ENV, ns_fd.to_string());
     }
-    let error = nix::unistd::execv(&program, &args).unwrap_err();
-    bail!("execute {} on the host: {error}", binary.display())
+    // This process stays in the Pod's cgroup as the container's init, and the agent runs as
+    // its child out of it: stopping the Pod (a SIGKILL to what is left in its cgroup, with
+    // hostPID) reaches this process, and the kernel tells the agent (PDEATHSIG) — the agent
+    // itself out there would outlive its Pod.
+    let parent = nix::unistd::getpid();
+    // SAFETY: single-threaded (see above): the child may allocate before it executes.
+    match unsafe { nix::unistd::fork() }.context("start the agent on the host")? {
+        nix::unistd::ForkResult::Child => {
+            leave_pod_cgroup();
+            // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; no memory is shared.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+            if nix::unistd::getppid() != parent {
+                std::process::exit(1);
+            }
+            let error = nix::unistd::execv(&program, &args).unwrap_err();
+            eprintln!(
+                "sbx agent: execute {} on the host: {error}",
+                binary.display()
+            );
+            std::process::exit(127);
+        }
+        nix::unistd::ForkResult::Parent { child } => supervise(child),
+    }
+}
+
+/// The agent's pid, for [`forward`].
+static AGENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(signal: libc::c_int) {
+    let pid = AGENT.load(std::sync::atomic::Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes no pointers.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// The container's init while the agent runs on the host: passes the Pod's stop signals on to
+/// it and ends as it ends.
+fn supervise(agent: nix::unistd::Pid) -> ! {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    AGENT.store(agent.as_raw(), std::sync::atomic::Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(forward),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: the handler only loads an atomic and calls kill (async-signal-safe).
+        let _ = unsafe { sigaction(signal, &action) };
+    }
+    loop {
+        match waitpid(agent, None) {
+            Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => std::process::exit(128 + signal as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                eprintln!("sbx agent: waiting for the agent on the host: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
 }
 
 /// Copies this binary to `<data_dir>/bin/sbx` on the host (atomically: shims running the
