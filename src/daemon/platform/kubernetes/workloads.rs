@@ -352,8 +352,7 @@ impl KubernetesPlatform {
             }
         }
         // Not running as this replica's watches show it: they can lag behind a change made
-        // through another replica (a resume, a Pod that just became Ready), so the API server
-        // has the last word before a refusal.
+        // through another replica (a resume), so the API server says whether it is paused.
         let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), namespace);
         let live = deployments
             .get_opt(name)
@@ -373,26 +372,13 @@ impl KubernetesPlatform {
         // old Pod is still terminating) is waited for, as the embedded default waits for a
         // Pending sandbox.
         let started = Instant::now();
-        while started.elapsed() < POD_START_WAIT {
-            if let Some(pod) = running(&self.pods_of(namespace, name).await?) {
-                return Ok(pod);
+        let pods = loop {
+            let pods = self.pods_of(namespace, name).await?;
+            if running(&pods).is_some() || started.elapsed() >= POD_START_WAIT {
+                break pods;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let selector = format!(
-            "{},{}={name}",
-            super::managed_selector(),
-            super::objects::names::SANDBOX_LABEL
-        );
-        let pods: Vec<Arc<Pod>> = pods
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| kube_error("list sandbox pods", e))?
-            .items
-            .into_iter()
-            .map(Arc::new)
-            .collect();
+        };
         match running(&pods) {
             Some(pod) => Ok(pod),
             None if pods.is_empty() => Err(PlatformError::NotFound(format!(

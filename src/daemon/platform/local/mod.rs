@@ -1,6 +1,7 @@
 //! The local platform (embedded default): state in SQLite under the data dir, sandboxes on
 //! this host through the sbxd runtime.
 mod db;
+mod exec;
 mod identity;
 mod images;
 mod lifecycle;
