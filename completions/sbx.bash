@@ -175,6 +175,9 @@ _sbx() {
             sbx__subcmd__help__subcmd__role__subcmd__bindings,set)
                 cmd="sbx__subcmd__help__subcmd__role__subcmd__bindings__subcmd__set"
                 ;;
+            sbx__subcmd__help__subcmd__sandbox,cp)
+                cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__cp"
+                ;;
             sbx__subcmd__help__subcmd__sandbox,create)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__create"
                 ;;
@@ -358,6 +361,9 @@ _sbx() {
             sbx__subcmd__role__subcmd__bindings__subcmd__help,set)
                 cmd="sbx__subcmd__role__subcmd__bindings__subcmd__help__subcmd__set"
                 ;;
+            sbx__subcmd__sandbox,cp)
+                cmd="sbx__subcmd__sandbox__subcmd__cp"
+                ;;
             sbx__subcmd__sandbox,create)
                 cmd="sbx__subcmd__sandbox__subcmd__create"
                 ;;
@@ -405,6 +411,9 @@ _sbx() {
                 ;;
             sbx__subcmd__sandbox,top)
                 cmd="sbx__subcmd__sandbox__subcmd__metrics"
+                ;;
+            sbx__subcmd__sandbox__subcmd__help,cp)
+                cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__cp"
                 ;;
             sbx__subcmd__sandbox__subcmd__help,create)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__create"
@@ -1188,8 +1197,22 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__sandbox)
-            opts="create list get delete delete-all exec logs pause resume fork snapshot metrics"
+            opts="create list get delete delete-all exec logs cp pause resume fork snapshot metrics"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__sandbox__subcmd__cp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2610,12 +2633,54 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs pause resume fork snapshot metrics top help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs cp pause resume fork snapshot metrics top help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__cp)
+            opts="-n -o -q -v -h -V --namespace --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2940,8 +3005,22 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help)
-            opts="create list get delete delete-all exec logs pause resume fork snapshot metrics help"
+            opts="create list get delete delete-all exec logs cp pause resume fork snapshot metrics help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__help__subcmd__cp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -11,6 +11,8 @@
 //! Each scenario is written once; the platform only decides how a sandbox's main process
 //! writes a log line. Needs root (sbxd) and SBX_TEST_KUBECONFIG (scripts/test sets both up).
 mod common;
+#[path = "behaviour/files.rs"]
+mod files;
 
 use std::time::{Duration, Instant};
 
@@ -1081,4 +1083,24 @@ async fn snapshots_in_cluster() {
 #[tokio::test]
 async fn snapshots_in_cluster_on_sbxd() {
     snapshots(Platform::InClusterSbxd).await;
+}
+
+#[tokio::test]
+async fn files_on_sbxd() {
+    files::files(Platform::Local).await;
+}
+
+#[tokio::test]
+async fn files_on_kubernetes() {
+    files::files(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn files_in_cluster() {
+    files::files(Platform::InCluster).await;
+}
+
+#[tokio::test]
+async fn files_in_cluster_on_sbxd() {
+    files::files(Platform::InClusterSbxd).await;
 }

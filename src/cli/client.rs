@@ -1,5 +1,7 @@
 //! The typed API client: one method per endpoint, every non-2xx decoded into the shared
 //! [`ApiError`].
+mod files;
+
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, RequestBuilder};
@@ -439,6 +441,26 @@ impl ApiClient {
         )
     }
 
+    /// A GET whose body the caller streams: the response once its status is a success, the
+    /// error it decodes to otherwise.
+    async fn open_stream(&self, path: &str) -> ClientResult<reqwest::Response> {
+        let connect = |e: reqwest::Error| ClientError::Connect {
+            server: self.server.clone(),
+            reason: describe(&e),
+        };
+        let response = self
+            .request(Method::GET, path)
+            .send()
+            .await
+            .map_err(connect)?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            let body = response.bytes().await.map_err(connect)?;
+            return Err(ApiError::from_body(status, &body).into());
+        }
+        Ok(response)
+    }
+
     /// `GET /api/v1/sandboxes/{name}/logs?follow=true`: the log's chunks as they come, until
     /// the sandbox stops (the receiver ends) or it is dropped.
     pub async fn follow_logs(
@@ -448,20 +470,7 @@ impl ApiClient {
     ) -> ClientResult<tokio::sync::mpsc::Receiver<ClientResult<bytes::Bytes>>> {
         use futures_util::StreamExt;
         let path = format!("{}&follow=true", Self::logs_path(name, query));
-        let connect = |e: reqwest::Error| ClientError::Connect {
-            server: self.server.clone(),
-            reason: describe(&e),
-        };
-        let response = self
-            .request(Method::GET, &path)
-            .send()
-            .await
-            .map_err(connect)?;
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            let body = response.bytes().await.map_err(connect)?;
-            return Err(ApiError::from_body(status, &body).into());
-        }
+        let response = self.open_stream(&path).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let server = self.server.clone();
         tokio::spawn(async move {

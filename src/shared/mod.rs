@@ -5,6 +5,7 @@ pub mod duration;
 pub mod egress;
 pub mod envelope;
 pub mod exec_stream;
+pub mod files;
 pub mod image_ref;
 pub mod io;
 pub mod models;

@@ -1,6 +1,7 @@
 //! The command registry: one file per command, each an `Args` struct and a `run` function.
 pub mod agent;
 pub mod completions;
+pub mod cp;
 pub mod image;
 pub mod install;
 pub mod key;

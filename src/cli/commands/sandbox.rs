@@ -28,6 +28,7 @@ pub enum SandboxCommand {
     DeleteAll(DeleteAllArgs),
     Exec(ExecArgs),
     Logs(LogsArgs),
+    Cp(super::cp::CpArgs),
     Pause(PauseArgs),
     Resume(ResumeArgs),
     Fork(ForkArgs),
@@ -573,6 +574,7 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
             };
             return Ok(ExitCode::from(code));
         }
+        SandboxCommand::Cp(args) => return super::cp::run(ctx, args).await,
         SandboxCommand::Logs(args) => {
             let since = match &args.since {
                 Some(text) => parse_duration(text).context("--since")?.as_secs(),

@@ -1,5 +1,6 @@
 //! The HTTP surface: one router per resource, assembled by [`app`] apart from the listener so
 //! tests can drive it without a socket.
+pub mod files;
 pub mod health;
 pub mod identity;
 pub mod images;
@@ -37,6 +38,7 @@ pub fn app(state: AppState) -> Router {
         .merge(keys::router())
         .merge(identity::router())
         .merge(sandboxes::router())
+        .merge(files::router())
         .merge(snapshots::router())
         .merge(tenants::router())
         .merge(nodes::router())

@@ -1,6 +1,7 @@
 //! The service layer: validation and policy over the platform seam, independent of HTTP
 //! details and of which platform runs underneath.
 pub mod bindings;
+pub mod files;
 pub mod images;
 pub mod install;
 pub mod keys;
