@@ -11,7 +11,9 @@ use kube::api::{AttachParams, TerminalSize};
 use tokio::io::AsyncWriteExt;
 
 use super::*;
-use crate::shared::exec_stream::{ExecSession, ExecStatus, ExecStreamQuery, Frame, pump};
+use crate::shared::exec_stream::{
+    ExecSession, ExecStatus, ExecStreamQuery, Frame, MAX_FRAME, pump,
+};
 
 /// The environment variable that marks a streamed exec's processes.
 const MARKER: &str = "SBX_EXEC";
@@ -55,7 +57,12 @@ impl KubernetesPlatform {
             .stdin(request.stdin || request.tty)
             .stdout(true)
             .stderr(!request.tty)
-            .tty(request.tty);
+            .tty(request.tty)
+            // kube's 1 KiB default makes a WebSocket message of every KiB (a file copy's
+            // 100 MiB in 100,000 of them).
+            .max_stdin_buf_size(MAX_FRAME)
+            .max_stdout_buf_size(MAX_FRAME)
+            .max_stderr_buf_size(MAX_FRAME);
         let command = request.command.clone().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let mut process = api
