@@ -2709,7 +2709,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__create)
-            opts="-n -o -q -v -h -V --image --namespace --limit --env-file --before-script --egress --no-egress --non-root --container-non-root --cap-add --cap-drop --backend --no-wait --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-n -e -l -o -q -v -h -V --image --namespace --limit --env-file --env --label --entrypoint --before-script --egress --no-egress --non-root --container-non-root --cap-add --cap-drop --backend --no-wait --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2732,6 +2732,26 @@ _sbx() {
                     return 0
                     ;;
                 --env-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -e)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --entrypoint)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3215,7 +3235,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__list)
-            opts="-n -A -o -q -v -h -V --namespace --all-namespaces --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-n -A -l -o -q -v -h -V --namespace --all-namespaces --selector --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3226,6 +3246,14 @@ _sbx() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --selector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -267,6 +267,9 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s n -l namespace -d 'Namespace of the sandbox' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l limit -d 'Limits as KEY=VALUE[,KEY=VALUE] with keys cpu, memory, ephemeral-storage (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l env-file -d 'Env file (KEY=VALUE lines) read on the API host; a relative path is made absolute here' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s e -l env -d 'Environment variable (repeatable; over --env-file); KEY alone takes this shell\'s value. Kept as a Secret on Kubernetes, never shown again' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s l -l label -d 'Label (repeatable), listed with `sbx sandbox ls -l KEY=VALUE`' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l entrypoint -d 'Replace the image\'s entrypoint (split as a shell would; the image\'s cmd goes too unless a command follows --)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l before-script -d 'Shell commands run before the sandbox reads Ready' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l egress -d 'Allow egress only to this IPv4 CIDR (repeatable); without any, egress is unrestricted' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l cap-add -d 'Capability to add back, e.g. NET_BIND_SERVICE (repeatable)' -r
@@ -290,6 +293,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s l -l selector -d 'Only those whose labels match: KEY=VALUE, KEY!=VALUE, KEY, !KEY, comma-separated' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -303,6 +307,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s n -l namespace -d 'Namespace to list' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s l -l selector -d 'Only those whose labels match: KEY=VALUE, KEY!=VALUE, KEY, !KEY, comma-separated' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -l profile -d 'Profile of the config file to use [default: the current profile]' -r

@@ -11,6 +11,8 @@
 //! Each scenario is written once; the platform only decides how a sandbox's main process
 //! writes a log line. Needs root (sbxd) and SBX_TEST_KUBECONFIG (scripts/test sets both up).
 mod common;
+#[path = "behaviour/fields.rs"]
+mod fields;
 #[path = "behaviour/files.rs"]
 mod files;
 
@@ -1103,4 +1105,24 @@ async fn files_in_cluster() {
 #[tokio::test]
 async fn files_in_cluster_on_sbxd() {
     files::files(Platform::InClusterSbxd).await;
+}
+
+#[tokio::test]
+async fn fields_on_sbxd() {
+    fields::fields(Platform::Local).await;
+}
+
+#[tokio::test]
+async fn fields_on_kubernetes() {
+    fields::fields(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn fields_in_cluster() {
+    fields::fields(Platform::InCluster).await;
+}
+
+#[tokio::test]
+async fn fields_in_cluster_on_sbxd() {
+    fields::fields(Platform::InClusterSbxd).await;
 }

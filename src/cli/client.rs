@@ -347,10 +347,22 @@ impl ApiClient {
 
     /// `GET /api/v1/sandboxes` of a namespace, or of all namespaces when `None`.
     pub async fn list_sandboxes(&self, namespace: Option<&str>) -> ClientResult<Vec<Sandbox>> {
-        let path = match namespace {
+        self.list_sandboxes_selected(namespace, None).await
+    }
+
+    /// `GET /api/v1/sandboxes?label_selector=`: those whose labels match `selector`.
+    pub async fn list_sandboxes_selected(
+        &self,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> ClientResult<Vec<Sandbox>> {
+        let mut path = match namespace {
             Some(ns) => format!("/api/v1/sandboxes?namespace={}", encode_segment(ns)),
             None => "/api/v1/sandboxes?all_namespaces=true".to_string(),
         };
+        if let Some(selector) = selector {
+            path.push_str(&format!("&label_selector={}", encode_segment(selector)));
+        }
         self.send(self.request(Method::GET, &path)).await
     }
 

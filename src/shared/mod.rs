@@ -8,6 +8,7 @@ pub mod exec_stream;
 pub mod files;
 pub mod image_ref;
 pub mod io;
+pub mod labels;
 pub mod models;
 pub mod names;
 pub mod paths;

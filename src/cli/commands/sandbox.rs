@@ -18,6 +18,8 @@ use crate::shared::timestamp::now_unix;
 
 /// Manage sandboxes: create, inspect, run commands, read logs, pause, delete
 #[derive(Debug, Clone, Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum SandboxCommand {
     Create(CreateArgs),
     #[command(visible_alias = "ls")]
@@ -51,6 +53,8 @@ pub struct NamespaceArg {
 ///   sbx sandbox create demo --image 127.0.0.1:5000/sbx-test/busybox:latest
 ///   sbx sandbox create job --image busybox --limit cpu=500m,memory=256Mi --non-root
 ///   sbx sandbox create net --image busybox --egress 10.0.0.0/8 --egress 192.0.2.1/32
+///   sbx sandbox create app --image busybox -e MODE=test -e API_TOKEN -l team=ml -- sleep 3600
+///   sbx sandbox create web --image busybox --entrypoint "/bin/sh -c" -- "httpd -f -p 8080"
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct CreateArgs {
@@ -67,6 +71,20 @@ pub struct CreateArgs {
     /// Env file (KEY=VALUE lines) read on the API host; a relative path is made absolute here
     #[arg(long, value_name = "PATH")]
     pub env_file: Option<String>,
+    /// Environment variable (repeatable; over --env-file); KEY alone takes this shell's value.
+    /// Kept as a Secret on Kubernetes, never shown again
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Label (repeatable), listed with `sbx sandbox ls -l KEY=VALUE`
+    #[arg(short = 'l', long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Replace the image's entrypoint (split as a shell would; the image's cmd goes too
+    /// unless a command follows --)
+    #[arg(long, value_name = "COMMAND")]
+    pub entrypoint: Option<String>,
+    /// Replace the image's cmd with these arguments (after --)
+    #[arg(last = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
     /// Shell commands run before the sandbox reads Ready
     #[arg(long, value_name = "SCRIPT")]
     pub before_script: Option<String>,
@@ -111,6 +129,9 @@ pub struct ListArgs {
     /// List sandboxes of every namespace
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// Only those whose labels match: KEY=VALUE, KEY!=VALUE, KEY, !KEY, comma-separated
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
 }
 
 /// Show one sandbox
@@ -286,7 +307,7 @@ impl Row for Sandbox {
             "IMAGE",
         ];
         if wide {
-            h.extend(["BACKEND", "ERROR"]);
+            h.extend(["BACKEND", "LABELS", "ERROR"]);
         }
         h
     }
@@ -303,6 +324,7 @@ impl Row for Sandbox {
         ];
         if wide {
             c.push(self.backend.clone());
+            c.push(label_text(&self.labels));
             c.push(self.error_message.clone());
         }
         c
@@ -321,6 +343,9 @@ impl Detail for Sandbox {
             ("Image", self.image.clone()),
             ("Backend", self.backend.clone()),
         ];
+        if !self.labels.is_empty() {
+            f.push(("Labels", label_text(&self.labels)));
+        }
         if !self.error_message.is_empty() {
             f.push(("Error", self.error_message.clone()));
         }
@@ -340,6 +365,41 @@ impl Row for SandboxMetrics {
             self.memory_usage.clone(),
         ]
     }
+}
+
+/// Labels as `k=v,k2=v2`.
+fn label_text(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `KEY=VALUE` options into a map; a `KEY` alone takes its value from this environment when
+/// `from_env` (as `docker run -e KEY` does).
+fn pairs(
+    option: &str,
+    values: &[String],
+    from_env: bool,
+) -> Result<Option<std::collections::BTreeMap<String, String>>> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let mut map = std::collections::BTreeMap::new();
+    for value in values {
+        let (key, value) = match value.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None if from_env => (
+                value.clone(),
+                std::env::var(value)
+                    .with_context(|| format!("{option} {value}: not set in this environment"))?,
+            ),
+            None => bail!("{option} {value}: expected KEY=VALUE"),
+        };
+        map.insert(key, value);
+    }
+    Ok(Some(map))
 }
 
 /// Parses `--limit cpu=500m,memory=512Mi` (repeatable) into the API's limits.
@@ -393,6 +453,16 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
         cap_drop: (!args.cap_drop.is_empty()).then(|| args.cap_drop.clone()),
         cap_add: (!args.cap_add.is_empty()).then(|| args.cap_add.clone()),
         backend: args.backend.clone(),
+        env: pairs("--env", &args.env, true)?,
+        entrypoint: match &args.entrypoint {
+            Some(text) => Some(
+                shlex::split(text)
+                    .with_context(|| format!("--entrypoint {text}: unbalanced quotes"))?,
+            ),
+            None => None,
+        },
+        cmd: (!args.cmd.is_empty()).then(|| args.cmd.clone()),
+        labels: pairs("--label", &args.labels, false)?,
     };
     let created = ctx.client.create_sandbox(&request).await?;
     if args.no_wait {
@@ -491,7 +561,10 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
         SandboxCommand::Create(args) => return create(ctx, args).await,
         SandboxCommand::List(args) => {
             let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-            let sandboxes = ctx.client.list_sandboxes(namespace).await?;
+            let sandboxes = ctx
+                .client
+                .list_sandboxes_selected(namespace, args.selector.as_deref())
+                .await?;
             ctx.printer.list(&sandboxes)?;
         }
         SandboxCommand::Get(args) => {

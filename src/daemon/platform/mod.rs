@@ -161,6 +161,15 @@ pub struct NewSandbox {
     /// Nodes the sandbox may run on (its tenant's `spec.nodes`, narrowed by the key's
     /// `nodes`); `None`: any.
     pub nodes: Option<Vec<String>>,
+    /// Replaces the image's entrypoint.
+    #[serde(default)]
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image's cmd.
+    #[serde(default)]
+    pub cmd: Option<Vec<String>>,
+    /// The user's labels.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values

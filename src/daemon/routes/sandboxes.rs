@@ -93,7 +93,10 @@ pub async fn create_sandbox(
 
 /// List sandboxes of a namespace.
 #[utoipa::path(get, path = "/api/v1/sandboxes", tag = "sandboxes", params(SandboxListQuery),
-    responses((status = 200, description = "Sandbox records", body = DataEnvelope<Vec<Sandbox>>)))]
+    responses(
+        (status = 200, description = "Sandbox records", body = DataEnvelope<Vec<Sandbox>>),
+        (status = 400, description = "A `label_selector` it cannot read", body = ErrorEnvelope),
+    ))]
 pub async fn list_sandboxes(
     State(state): State<AppState>,
     principal: Principal,
@@ -101,21 +104,28 @@ pub async fn list_sandboxes(
 ) -> ServiceResult<Response> {
     let namespace =
         (!query.all_namespaces).then(|| query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE));
-    let body = match namespace {
-        Some(ns) => {
+    let selector = query.label_selector.as_deref();
+    let body = match (namespace, selector) {
+        (Some(ns), selector) => {
             state.tenants.require(&principal, ns, Need::Read).await?;
-            state.sandboxes.list_envelope(Some(ns)).await?
+            match selector {
+                Some(s) => state.sandboxes.list_selected(Some(ns), None, s).await?,
+                None => state.sandboxes.list_envelope(Some(ns)).await?,
+            }
         }
-        None => {
+        (None, selector) => {
             let access = state.tenants.access(&principal).await?;
-            if access.everywhere() {
-                state.sandboxes.list_envelope(None).await?
-            } else {
-                // Only the namespaces the caller may see: never another tenant's names.
-                state
-                    .sandboxes
-                    .list_envelope_within(&access.namespaces())
-                    .await?
+            // Only the namespaces the caller may see: never another tenant's names.
+            let visible = (!access.everywhere()).then(|| access.namespaces());
+            match (selector, &visible) {
+                (Some(s), visible) => {
+                    state
+                        .sandboxes
+                        .list_selected(None, visible.as_deref(), s)
+                        .await?
+                }
+                (None, None) => state.sandboxes.list_envelope(None).await?,
+                (None, Some(visible)) => state.sandboxes.list_envelope_within(visible).await?,
             }
         }
     };

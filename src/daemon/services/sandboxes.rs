@@ -49,10 +49,7 @@ pub fn parse_env_file(text: &str) -> Result<Vec<String>, String> {
             return Err(format!("line {}: expected KEY=VALUE", index + 1));
         };
         let key = key.trim();
-        let valid_key = !key.is_empty()
-            && !key.as_bytes()[0].is_ascii_digit()
-            && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !valid_key {
+        if !valid_env_name(key) {
             return Err(format!(
                 "line {}: '{key}' is not a valid variable name",
                 index + 1
@@ -68,6 +65,52 @@ pub fn parse_env_file(text: &str) -> Result<Vec<String>, String> {
         env.push(format!("{key}={value}"));
     }
     Ok(env)
+}
+
+/// A variable name: letters, digits and `_`, not starting with a digit.
+fn valid_env_name(key: &str) -> bool {
+    !key.is_empty()
+        && !key.as_bytes()[0].is_ascii_digit()
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The environment of a create: the env file's, then the inline map's over it (a name in
+/// both takes the map's value). Errors name a variable, never a value.
+fn create_env(
+    file: Option<&str>,
+    inline: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<Vec<String>, String> {
+    let mut env = match file {
+        Some(path) => read_env_file(path)?,
+        None => Vec::new(),
+    };
+    for (key, value) in inline.into_iter().flatten() {
+        if !valid_env_name(key) {
+            return Err(format!(
+                "env: '{key}' is not a valid variable name (letters, digits and '_', not starting with a digit)"
+            ));
+        }
+        if value.contains('\0') {
+            return Err(format!("env: the value of '{key}' contains a NUL byte"));
+        }
+        env.retain(|e| e.split_once('=').map(|(k, _)| k) != Some(key.as_str()));
+        env.push(format!("{key}={value}"));
+    }
+    Ok(env)
+}
+
+/// An `entrypoint` or `cmd` of a create: absent, or a list whose first word is not empty.
+fn command_field(field: &str, value: Option<&Vec<String>>) -> Result<Option<Vec<String>>, String> {
+    match value {
+        Some(words) if words.first().is_none_or(|w| w.is_empty()) && field == "entrypoint" => Err(
+            "`entrypoint` must name a program: a non-empty list whose first word is not empty"
+                .into(),
+        ),
+        Some(words) if words.iter().any(|w| w.contains('\0')) => {
+            Err(format!("`{field}` contains a NUL byte"))
+        }
+        other => Ok(other.cloned()),
+    }
 }
 
 /// Reads and parses the env file at `path` on the API host.
@@ -362,6 +405,26 @@ impl SandboxService {
             .await
     }
 
+    /// The list answer for a namespace (all when `None`) narrowed to `visible` namespaces
+    /// (when given) and to the sandboxes whose labels match `selector` (400 for a selector
+    /// it cannot read). Not cached: a selector is a narrower, rarer read.
+    pub async fn list_selected(
+        &self,
+        namespace: Option<&str>,
+        visible: Option<&[String]>,
+        selector: &str,
+    ) -> ServiceResult<Bytes> {
+        let selector =
+            crate::shared::labels::Selector::parse(selector).map_err(ServiceError::bad_request)?;
+        let mut sandboxes = self.sandboxes.list_sandboxes(namespace).await?;
+        sandboxes.retain(|s| {
+            visible.is_none_or(|v| v.contains(&s.namespace)) && selector.matches(&s.labels)
+        });
+        Ok(Bytes::from(
+            serde_json::to_vec(&DataEnvelope::new(sandboxes)).map_err(ServiceError::internal)?,
+        ))
+    }
+
     async fn cached_list(
         &self,
         key: Option<String>,
@@ -444,10 +507,11 @@ impl SandboxService {
                 "invalid limits: `ephemeral-storage` must be more than 0".to_string(),
             ));
         }
-        let env = match request.env_file.as_deref() {
-            Some(path) => read_env_file(path).map_err(bad)?,
-            None => Vec::new(),
-        };
+        let env = create_env(request.env_file.as_deref(), request.env.as_ref()).map_err(bad)?;
+        let entrypoint = command_field("entrypoint", request.entrypoint.as_ref()).map_err(bad)?;
+        let cmd = command_field("cmd", request.cmd.as_ref()).map_err(bad)?;
+        let labels = request.labels.clone().unwrap_or_default();
+        crate::shared::labels::validate(&labels).map_err(bad)?;
         // The allow-list's own parser: CIDRs with host bits or IPv6 entries are refused here,
         // not when the sandbox starts.
         Egress::from_whitelist(request.egress_whitelist.as_deref()).map_err(bad)?;
@@ -482,6 +546,9 @@ impl SandboxService {
             capabilities,
             backend,
             nodes: None,
+            entrypoint,
+            cmd,
+            labels,
         })
     }
 

@@ -144,15 +144,18 @@ pub struct SandboxSpec {
     /// Snapshot layers stacked on the image's, lowest first (a restored or forked sandbox).
     #[serde(default)]
     pub layers: Vec<String>,
-    /// Replaces the image's entrypoint (restore overrides).
+    /// Replaces the image's entrypoint (create, or restore overrides).
     #[serde(default)]
     pub entrypoint: Option<Vec<String>>,
-    /// Replaces the image's cmd (restore overrides).
+    /// Replaces the image's cmd (create, or restore overrides).
     #[serde(default)]
     pub cmd: Option<Vec<String>>,
     /// Nodes the sandbox may run on (`None`: any).
     #[serde(default)]
     pub nodes: Option<Vec<String>>,
+    /// The user's labels.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// The engine: runtime CLI, images, network, and the sandboxes' directories.

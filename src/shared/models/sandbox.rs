@@ -87,6 +87,9 @@ pub struct Sandbox {
     /// Backend running the sandbox (e.g. `kata-qemu-longhorn`); empty when unknown.
     #[serde(default)]
     pub backend: String,
+    /// The labels it was created with (sbx extension; absent when none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Resource limits of a sandbox; each value is a Kubernetes quantity string, used as limit and request.
@@ -191,6 +194,21 @@ pub struct CreateSandboxRequest {
     /// Backend to run on (e.g. `kata-qemu-longhorn`, `sbxd`); the platform default when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// Environment variables (sbx extension), over those of `env_file`. Kept as a Secret on
+    /// Kubernetes; never logged and never returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Replaces the image's entrypoint (sbx extension); as in Kubernetes' `command`, the
+    /// image's cmd is dropped too unless `cmd` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image's cmd (sbx extension), Kubernetes' `args`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
+    /// Labels (sbx extension), Kubernetes' syntax; the prefixes `sbx.io`, `kubernetes.io` and
+    /// `k8s.io` are reserved. Shown by get and list, and selected by `label_selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 impl CreateSandboxRequest {
@@ -451,6 +469,10 @@ pub struct SandboxListQuery {
     /// List every namespace the caller may see instead.
     #[serde(default)]
     pub all_namespaces: bool,
+    /// Only sandboxes whose labels match (sbx extension): `key=value`, `key!=value`, `key`,
+    /// `!key`, comma-separated, all to match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ impl Record {
             image: self.spec.image.clone(),
             error_message: self.error_message.clone(),
             backend: self.backend.clone(),
+            labels: self.spec.labels.clone(),
         }
     }
 }
@@ -271,17 +272,15 @@ impl LocalSandboxes {
         new: NewSandbox,
         layers: Vec<String>,
     ) -> PlatformResult<SandboxSpec> {
-        self.create_on_layers_with(new, layers, (None, None), None)
-            .await
+        self.create_on_layers_with(new, layers, None).await
     }
 
-    /// Like [`LocalSandboxes::create_on_layers`] with an entrypoint and cmd replacing the
-    /// image's.
+    /// Like [`LocalSandboxes::create_on_layers`], restored from CRIU images when
+    /// `checkpoint` names them.
     pub async fn create_on_layers_with(
         self: &Arc<Self>,
         new: NewSandbox,
         layers: Vec<String>,
-        (entrypoint, cmd): (Option<Vec<String>>, Option<Vec<String>>),
         checkpoint: Option<PathBuf>,
     ) -> PlatformResult<SandboxSpec> {
         let record = {
@@ -325,9 +324,10 @@ impl LocalSandboxes {
                     capabilities: new.capabilities,
                     slot,
                     layers,
-                    entrypoint,
-                    cmd,
+                    entrypoint: new.entrypoint,
+                    cmd: new.cmd,
                     nodes: new.nodes,
+                    labels: new.labels,
                 },
                 backend: new.backend,
                 status: SandboxStatus::Pending,

@@ -537,15 +537,14 @@ impl LocalSandboxes {
             capabilities: source.capabilities.clone(),
             backend: super::BACKEND.to_string(),
             nodes: plan.nodes.clone().or_else(|| source.nodes.clone()),
+            entrypoint: plan
+                .entrypoint
+                .clone()
+                .or_else(|| source.entrypoint.clone()),
+            cmd: plan.cmd.clone().or_else(|| source.cmd.clone()),
+            labels: Default::default(),
         };
-        let mut spec_entry = (plan.entrypoint.clone(), plan.cmd.clone());
-        if spec_entry.0.is_none() {
-            spec_entry.0 = source.entrypoint.clone();
-        }
-        if spec_entry.1.is_none() {
-            spec_entry.1 = source.cmd.clone();
-        }
-        self.create_on_layers_with(new, source.layers.clone(), spec_entry, checkpoint)
+        self.create_on_layers_with(new, source.layers.clone(), checkpoint)
             .await
     }
 

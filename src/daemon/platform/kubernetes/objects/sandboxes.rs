@@ -78,6 +78,9 @@ pub struct SandboxTemplate {
     pub env: bool,
     /// Nodes it may run on (`None`: any).
     pub nodes: Option<Vec<String>>,
+    /// The user's labels (on the Deployment beside sbx's own; a fork or restore has none).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl SandboxTemplate {
@@ -92,8 +95,8 @@ impl SandboxTemplate {
             root_disk_bytes: (new.backend == crate::daemon::platform::kubernetes::KQL_BACKEND)
                 .then_some(root_disk),
             before_script: new.before_script.clone(),
-            entrypoint: None,
-            cmd: None,
+            entrypoint: new.entrypoint.clone(),
+            cmd: new.cmd.clone(),
             egress: new.egress.clone(),
             uid: new.uid,
             gid: new.gid,
@@ -102,6 +105,7 @@ impl SandboxTemplate {
             sidecar: None,
             env: !new.env.is_empty(),
             nodes: new.nodes.clone(),
+            labels: new.labels.clone(),
         }
     }
 
@@ -330,13 +334,17 @@ pub fn deployment(
             pod_annotations.insert(INGRESS_BANDWIDTH.into(), bps.clone().into());
         }
     }
+    let mut user_and_own = labels(name);
+    for (key, value) in &t.labels {
+        user_and_own[key] = json!(value);
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": labels(name),
+            "labels": user_and_own,
             "annotations": {
                 BACKEND_ANNOTATION: t.backend,
                 TEMPLATE_ANNOTATION: serde_json::to_string(t).unwrap_or_default(),
@@ -526,6 +534,7 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
             .as_ref()
             .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
             .unwrap_or_default(),
+        labels: crate::shared::labels::user_labels(meta.labels.as_ref()),
     }
 }
 

@@ -203,6 +203,7 @@ pub fn object(new: &NewSandbox, node: &str) -> SbxdSandboxObject {
             (NODE_LABEL.to_string(), node.to_string()),
         ]
         .into_iter()
+        .chain(new.labels.clone())
         .collect(),
     );
     object.status = Some(SbxdSandboxStatus {
@@ -264,6 +265,7 @@ pub fn record(object: &SbxdSandboxObject, now: i64) -> Sandbox {
         image: object.spec.image.clone(),
         error_message: status.message,
         backend: BACKEND.to_string(),
+        labels: crate::shared::labels::user_labels(object.metadata.labels.as_ref()),
     }
 }
 
@@ -308,6 +310,9 @@ mod tests {
             capabilities: vec![],
             backend: BACKEND.into(),
             nodes: None,
+            entrypoint: None,
+            cmd: None,
+            labels: [("team".to_string(), "ml".to_string())].into(),
         };
         let mut object = object(&new, "node-1");
         // The env never reaches the cluster's record.

@@ -153,6 +153,7 @@ pub fn template(annotations: &BTreeMap<String, String>) -> Result<SandboxTemplat
         sidecar: get(SOURCE_SIDECAR).cloned(),
         env: get(SOURCE_ENV).is_some(),
         nodes: list(SOURCE_NODES)?,
+        labels: Default::default(),
     })
 }
 
@@ -287,6 +288,7 @@ mod tests {
             sidecar: Some("dind".into()),
             env: true,
             nodes: Some(vec!["node-1".into()]),
+            labels: Default::default(),
         };
         let a = annotations("src", SnapshotKind::Pause, &t);
         assert_eq!(a[KIND], "pause");
