@@ -214,6 +214,9 @@ _sbx() {
             sbx__subcmd__help__subcmd__sandbox,snapshot)
                 cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__snapshot"
                 ;;
+            sbx__subcmd__help__subcmd__sandbox,update)
+                cmd="sbx__subcmd__help__subcmd__sandbox__subcmd__update"
+                ;;
             sbx__subcmd__help__subcmd__snapshot,delete)
                 cmd="sbx__subcmd__help__subcmd__snapshot__subcmd__delete"
                 ;;
@@ -412,6 +415,9 @@ _sbx() {
             sbx__subcmd__sandbox,top)
                 cmd="sbx__subcmd__sandbox__subcmd__metrics"
                 ;;
+            sbx__subcmd__sandbox,update)
+                cmd="sbx__subcmd__sandbox__subcmd__update"
+                ;;
             sbx__subcmd__sandbox__subcmd__help,cp)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__cp"
                 ;;
@@ -453,6 +459,9 @@ _sbx() {
                 ;;
             sbx__subcmd__sandbox__subcmd__help,snapshot)
                 cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__snapshot"
+                ;;
+            sbx__subcmd__sandbox__subcmd__help,update)
+                cmd="sbx__subcmd__sandbox__subcmd__help__subcmd__update"
                 ;;
             sbx__subcmd__snapshot,delete)
                 cmd="sbx__subcmd__snapshot__subcmd__delete"
@@ -1197,7 +1206,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__sandbox)
-            opts="create list get delete delete-all exec logs cp pause resume fork snapshot metrics"
+            opts="create list get delete delete-all exec logs cp update pause resume fork snapshot metrics"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1379,6 +1388,20 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__help__subcmd__sandbox__subcmd__snapshot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__sandbox__subcmd__update)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2633,7 +2656,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs cp pause resume fork snapshot metrics top help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version create list ls get delete rm delete-all exec logs cp update pause resume fork snapshot metrics top help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2709,7 +2732,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__create)
-            opts="-n -e -l -o -q -v -h -V --image --namespace --limit --env-file --env --label --entrypoint --before-script --egress --no-egress --non-root --container-non-root --cap-add --cap-drop --backend --no-wait --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-n -e -l -o -q -v -h -V --image --namespace --limit --env-file --env --label --entrypoint --ttl --idle-timeout --before-script --egress --no-egress --non-root --container-non-root --cap-add --cap-drop --backend --no-wait --wait --timeout --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2752,6 +2775,14 @@ _sbx() {
                     return 0
                     ;;
                 --entrypoint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -3025,7 +3056,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help)
-            opts="create list get delete delete-all exec logs cp pause resume fork snapshot metrics help"
+            opts="create list get delete delete-all exec logs cp update pause resume fork snapshot metrics help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3221,6 +3252,20 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__sandbox__subcmd__help__subcmd__snapshot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__help__subcmd__update)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -3484,6 +3529,56 @@ _sbx() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__sandbox__subcmd__update)
+            opts="-n -o -q -v -h -V --namespace --ttl --no-ttl --idle-timeout --no-idle-timeout --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --idle-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -15,6 +15,8 @@ mod common;
 mod fields;
 #[path = "behaviour/files.rs"]
 mod files;
+#[path = "behaviour/lifetimes.rs"]
+mod lifetimes;
 
 use std::time::{Duration, Instant};
 
@@ -1125,4 +1127,24 @@ async fn fields_in_cluster() {
 #[tokio::test]
 async fn fields_in_cluster_on_sbxd() {
     fields::fields(Platform::InClusterSbxd).await;
+}
+
+#[tokio::test]
+async fn lifetimes_on_sbxd() {
+    lifetimes::lifetimes(Platform::Local).await;
+}
+
+#[tokio::test]
+async fn lifetimes_on_kubernetes() {
+    lifetimes::lifetimes(Platform::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn lifetimes_in_cluster() {
+    lifetimes::lifetimes(Platform::InCluster).await;
+}
+
+#[tokio::test]
+async fn lifetimes_in_cluster_on_sbxd() {
+    lifetimes::lifetimes(Platform::InClusterSbxd).await;
 }

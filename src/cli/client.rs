@@ -366,6 +366,17 @@ impl ApiClient {
         self.send(self.request(Method::GET, &path)).await
     }
 
+    /// `PATCH /api/v1/sandboxes/{name}`: a new lifetime.
+    pub async fn patch_sandbox(
+        &self,
+        name: &str,
+        namespace: &str,
+        patch: &crate::shared::models::sandbox::SandboxPatch,
+    ) -> ClientResult<Sandbox> {
+        let path = Self::sandbox_path(name, "", namespace);
+        self.send_json(Method::PATCH, &path, patch).await
+    }
+
     /// `GET /api/v1/sandboxes/{name}`.
     pub async fn get_sandbox(&self, name: &str, namespace: &str) -> ClientResult<Sandbox> {
         self.send(self.request(Method::GET, &Self::sandbox_path(name, "", namespace)))

@@ -123,6 +123,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let meter = tokio::spawn(state.metering.clone().accrue_loop());
     let installs = tokio::spawn(state.install.clone().reconcile_loop());
     let nodes = tokio::spawn(state.sandboxes.clone().nodes_loop());
+    let lifetimes = tokio::spawn(state.sandboxes.clone().lifetimes_loop());
     let result = axum::serve(listener, app(state.clone()))
         .with_graceful_shutdown(crate::shared::signals::terminated())
         .await;
@@ -132,6 +133,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     meter.abort();
     installs.abort();
     nodes.abort();
+    lifetimes.abort();
     state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
     Ok(result?)

@@ -32,6 +32,7 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         routes::sandboxes::list_sandboxes,
         routes::sandboxes::get_sandbox,
         routes::sandboxes::delete_sandbox,
+        routes::sandboxes::patch_sandbox,
         routes::sandboxes::delete_all_sandboxes,
         routes::sandboxes::exec_in_sandbox,
         routes::sandboxes::exec_stream,

@@ -13,6 +13,7 @@ pub mod serve;
 pub mod snapshot;
 pub mod stream;
 pub mod tenant;
+pub mod update;
 pub mod usage;
 pub mod whoami;
 

@@ -31,6 +31,7 @@ pub enum SandboxCommand {
     Exec(ExecArgs),
     Logs(LogsArgs),
     Cp(super::cp::CpArgs),
+    Update(super::update::UpdateArgs),
     Pause(PauseArgs),
     Resume(ResumeArgs),
     Fork(ForkArgs),
@@ -82,6 +83,12 @@ pub struct CreateArgs {
     /// unless a command follows --)
     #[arg(long, value_name = "COMMAND")]
     pub entrypoint: Option<String>,
+    /// Delete the sandbox this long after its create, e.g. 30m or 2h
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
+    /// Pause it after this long without an exec, stream or file copy
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
     /// Replace the image's cmd with these arguments (after --)
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -346,6 +353,18 @@ impl Detail for Sandbox {
         if !self.labels.is_empty() {
             f.push(("Labels", label_text(&self.labels)));
         }
+        for (field, value) in [
+            ("Expires", self.expires_at.clone()),
+            (
+                "Idle timeout",
+                self.idle_timeout_seconds.map(|s| format!("{s}s")),
+            ),
+            ("Last activity", self.last_activity_at.clone()),
+        ] {
+            if let Some(value) = value {
+                f.push((field, value));
+            }
+        }
         if !self.error_message.is_empty() {
             f.push(("Error", self.error_message.clone()));
         }
@@ -463,6 +482,11 @@ async fn create(ctx: &Context, args: &CreateArgs) -> Result<ExitCode> {
         },
         cmd: (!args.cmd.is_empty()).then(|| args.cmd.clone()),
         labels: pairs("--label", &args.labels, false)?,
+        ttl_seconds: super::update::seconds("--ttl", args.ttl.as_deref())?,
+        idle_timeout_seconds: super::update::seconds(
+            "--idle-timeout",
+            args.idle_timeout.as_deref(),
+        )?,
     };
     let created = ctx.client.create_sandbox(&request).await?;
     if args.no_wait {
@@ -648,6 +672,7 @@ pub async fn run(ctx: &Context, command: &SandboxCommand) -> Result<ExitCode> {
             return Ok(ExitCode::from(code));
         }
         SandboxCommand::Cp(args) => return super::cp::run(ctx, args).await,
+        SandboxCommand::Update(args) => return super::update::run(ctx, args).await,
         SandboxCommand::Logs(args) => {
             let since = match &args.since {
                 Some(text) => parse_duration(text).context("--since")?.as_secs(),

@@ -170,6 +170,20 @@ pub struct NewSandbox {
     /// The user's labels.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// When it is deleted, and when it is paused for want of activity.
+    #[serde(default)]
+    pub lifetime: Lifetime,
+}
+
+/// A sandbox's lifetime: the leader deletes it at `expires_at` and pauses it once
+/// `idle_timeout_seconds` passed since its last activity (an exec, a stream, a file transfer,
+/// its create or resume).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Lifetime {
+    /// Unix seconds at which it is deleted (`None`: never).
+    pub expires_at: Option<i64>,
+    /// Seconds without activity before it is paused (`None`: never).
+    pub idle_timeout_seconds: Option<u64>,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
@@ -478,6 +492,18 @@ pub trait SandboxBackend: Send + Sync {
 
     /// The longest exec this platform allows.
     fn max_exec_timeout(&self) -> Duration;
+
+    /// Sets a sandbox's lifetime (404 without the sandbox).
+    async fn set_lifetime(
+        &self,
+        namespace: &str,
+        name: &str,
+        lifetime: Lifetime,
+    ) -> PlatformResult<()>;
+
+    /// Records activity in a sandbox now (best effort; a platform may record it coarsely, to
+    /// a few seconds).
+    async fn touch_sandbox(&self, namespace: &str, name: &str);
 
     /// The leader's periodic look at the nodes that run sandboxes (Kubernetes: the sbxd
     /// sandboxes of a node whose agent stopped reporting read Failed).

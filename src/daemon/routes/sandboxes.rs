@@ -21,6 +21,7 @@ use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
     LogsResponse, PauseRequest, ResumeRequest, Sandbox, SandboxListQuery, SandboxMetrics,
+    SandboxPatch,
 };
 use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse, NamespaceQuery};
 
@@ -36,7 +37,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/sandboxes/metrics", get(sandbox_metrics))
         .route(
             "/api/v1/sandboxes/{name}",
-            get(get_sandbox).delete(delete_sandbox),
+            get(get_sandbox).delete(delete_sandbox).patch(patch_sandbox),
         )
         .route("/api/v1/sandboxes/{name}/exec", post(exec_in_sandbox))
         .route("/api/v1/sandboxes/{name}/exec/stream", get(exec_stream))
@@ -147,6 +148,39 @@ pub async fn get_sandbox(
 ) -> ServiceResult<Json<Sandbox>> {
     require_read(&state, &principal, query.namespace(), &name).await?;
     Ok(Json(state.sandboxes.get(query.namespace(), &name).await?))
+}
+
+/// Change a sandbox's lifetime (sbx extension).
+///
+/// `ttl_seconds` deletes it that many seconds from now; `idle_timeout_seconds` pauses it once
+/// no exec, stream or file transfer happened for that long (a resume starts a new period).
+/// An absent field is kept, `null` removes the setting. Both at least 10 seconds; the TTL at
+/// most, and never without, the tenant's `limits.maxTtlSeconds` when it sets one.
+#[utoipa::path(patch, path = "/api/v1/sandboxes/{name}", tag = "sandboxes",
+    params(("name" = String, Path, description = "Sandbox name"), NamespaceQuery),
+    request_body = SandboxPatch,
+    responses(
+        (status = 200, description = "The sandbox record with its new lifetime", body = DataEnvelope<Sandbox>),
+        (status = 400, description = "A value below 10 s, above or removing the tenant's maximum TTL", body = ErrorEnvelope),
+        (status = 404, description = "No such sandbox", body = ErrorEnvelope),
+    ))]
+pub async fn patch_sandbox(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(name): Path<String>,
+    Query(query): Query<NamespaceQuery>,
+    Json(patch): Json<SandboxPatch>,
+) -> ServiceResult<Json<Sandbox>> {
+    state
+        .tenants
+        .require_write(&principal, query.namespace())
+        .await?;
+    Ok(Json(
+        state
+            .sandboxes
+            .patch(query.namespace(), &name, &patch)
+            .await?,
+    ))
 }
 
 /// Delete one sandbox. Irreversible.

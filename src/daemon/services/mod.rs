@@ -5,6 +5,7 @@ pub mod files;
 pub mod images;
 pub mod install;
 pub mod keys;
+pub mod lifetimes;
 pub mod metering;
 pub mod quotas;
 pub mod sandboxes;

@@ -345,9 +345,9 @@ struct CachedList {
 
 /// The sandbox service.
 pub struct SandboxService {
-    sandboxes: Arc<dyn SandboxBackend>,
-    tenancy: Arc<dyn TenantStore>,
-    tenants: Arc<TenantService>,
+    pub(super) sandboxes: Arc<dyn SandboxBackend>,
+    pub(super) tenancy: Arc<dyn TenantStore>,
+    pub(super) tenants: Arc<TenantService>,
     mode: Mode,
     list_cache: Mutex<HashMap<Option<String>, CachedList>>,
 }
@@ -549,6 +549,7 @@ impl SandboxService {
             entrypoint,
             cmd,
             labels,
+            lifetime: Default::default(),
         })
     }
 
@@ -565,6 +566,7 @@ impl SandboxService {
             .require(principal, &new.namespace, Need::Write)
             .await?;
         let owner = self.tenants.owner(&new.namespace).await?;
+        new.lifetime = super::lifetimes::create_lifetime(request, owner.as_ref())?;
         let mut sizing = Sizing {
             backend: new.backend.clone(),
             cpu_millis: new.cpu_millis,
@@ -611,7 +613,10 @@ impl SandboxService {
 
     /// Thaws a paused sandbox.
     pub async fn resume(&self, namespace: &str, name: &str) -> ServiceResult<()> {
-        Ok(self.sandboxes.resume_sandbox(namespace, name).await?)
+        self.sandboxes.resume_sandbox(namespace, name).await?;
+        // A resumed sandbox starts a new idle period.
+        self.sandboxes.touch_sandbox(namespace, name).await;
+        Ok(())
     }
 
     /// CPU and memory of a namespace's sandboxes.
@@ -688,10 +693,13 @@ impl SandboxService {
         let timeout = self
             .exec_timeout(timeout_seconds)?
             .unwrap_or(DEFAULT_EXEC_TIMEOUT.min(self.sandboxes.max_exec_timeout()));
-        Ok(self
+        self.sandboxes.touch_sandbox(namespace, name).await;
+        let result = self
             .sandboxes
             .exec_sandbox(namespace, name, command, timeout)
-            .await?)
+            .await?;
+        self.sandboxes.touch_sandbox(namespace, name).await;
+        Ok(result)
     }
 
     /// `timeout_seconds` of an exec, checked against the service's maximum.
@@ -729,7 +737,7 @@ impl SandboxService {
         }
         let timeout = self.exec_timeout(query.timeout_seconds)?;
         let session = self.sandboxes.exec_stream(namespace, name, query).await?;
-        Ok((session, timeout))
+        Ok((self.keep_touching(namespace, name, session), timeout))
     }
 }
 

@@ -172,6 +172,13 @@ impl SnapshotService {
                     .map_err(conflict_on_exists)
             })
             .await?;
+        super::lifetimes::apply_tenant_ttl(
+            self.sandboxes.as_ref(),
+            owner.as_ref(),
+            &namespace,
+            new_name,
+        )
+        .await?;
         Ok((new_name.to_string(), namespace))
     }
 
@@ -325,6 +332,13 @@ impl SnapshotService {
                     .map_err(conflict_on_exists)
             })
             .await?;
+        super::lifetimes::apply_tenant_ttl(
+            self.sandboxes.as_ref(),
+            owner.as_ref(),
+            &namespace,
+            new_name,
+        )
+        .await?;
         if !request.keep_snapshot() {
             self.delete_when_ready(namespace, snapshot.to_string(), new_name.to_string());
         }

@@ -156,6 +156,12 @@ pub struct SandboxSpec {
     /// The user's labels.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Unix seconds at which the platform deletes it.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
+    /// Seconds without activity before the platform pauses it.
+    #[serde(default)]
+    pub idle_timeout_seconds: Option<u64>,
 }
 
 /// The engine: runtime CLI, images, network, and the sandboxes' directories.

@@ -90,6 +90,44 @@ pub struct Sandbox {
     /// The labels it was created with (sbx extension; absent when none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// When it is deleted, RFC 3339 UTC (sbx extension; absent: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// Seconds without an exec, stream or file transfer after which it is paused (sbx
+    /// extension; absent: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_seconds: Option<u64>,
+    /// The last exec, stream, file transfer, create or resume, RFC 3339 UTC (sbx extension;
+    /// on Kubernetes recorded to within a few seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity_at: Option<String>,
+}
+
+/// The shortest `ttl_seconds` or `idle_timeout_seconds`.
+pub const MIN_LIFETIME_SECONDS: u64 = 10;
+
+/// Body of `PATCH /api/v1/sandboxes/{name}` (sbx extension): an absent field is kept, `null`
+/// removes the setting, a number sets it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SandboxPatch {
+    /// Delete the sandbox this many seconds from now (at least 10); `null`: never (refused
+    /// when its tenant sets `limits.maxTtlSeconds`).
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::tenant::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<u64>)]
+    pub ttl_seconds: Option<Option<u64>>,
+    /// Pause it after this many seconds without an exec, stream or file transfer (at least
+    /// 10); `null`: never.
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::tenant::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<u64>)]
+    pub idle_timeout_seconds: Option<Option<u64>>,
 }
 
 /// Resource limits of a sandbox; each value is a Kubernetes quantity string, used as limit and request.
@@ -209,6 +247,14 @@ pub struct CreateSandboxRequest {
     /// `k8s.io` are reserved. Shown by get and list, and selected by `label_selector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Delete the sandbox this many seconds after its create (sbx extension; at least 10, at
+    /// most its tenant's `limits.maxTtlSeconds`, which is also the default when set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+    /// Pause the sandbox after this many seconds without an exec, stream or file transfer
+    /// (sbx extension; at least 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_seconds: Option<u64>,
 }
 
 impl CreateSandboxRequest {

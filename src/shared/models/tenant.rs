@@ -94,6 +94,10 @@ pub struct TenantLimits {
     #[schema(value_type = Option<Object>)]
     #[schemars(schema_with = "free_form_object")]
     pub disk_io: Option<serde_json::Value>,
+    /// The longest a sandbox may live, seconds (sbx extension): the `ttl_seconds` of a create
+    /// that names none, and the most one may name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl_seconds: Option<u64>,
 }
 
 /// A free-form object; in the Tenant CRD its fields are kept as written.
@@ -167,6 +171,10 @@ impl TenantSpec {
             if let Some(network) = &limits.network {
                 check("limits.network.egressBps", &network.egress_bps)?;
                 check("limits.network.ingressBps", &network.ingress_bps)?;
+            }
+            let min = crate::shared::models::sandbox::MIN_LIFETIME_SECONDS;
+            if limits.max_ttl_seconds.is_some_and(|t| t < min) {
+                return Err(format!("limits.maxTtlSeconds must be at least {min}"));
             }
         }
         Ok(())

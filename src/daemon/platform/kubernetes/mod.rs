@@ -22,6 +22,7 @@ mod identity;
 pub mod install;
 mod kubelet;
 mod lease;
+mod lifetimes;
 pub mod objects;
 pub mod permissions;
 use objects::names::TENANT_LABEL;
@@ -193,6 +194,8 @@ fn host_port(address: &str, port: u16) -> String {
 pub struct KubernetesPlatform {
     client: kube::Client,
     touched: Mutex<HashMap<String, i64>>,
+    /// When this replica last wrote each sandbox's activity annotation, unix seconds.
+    activity_written: Mutex<HashMap<(String, String), i64>>,
     /// Node dedications as last read: every create asks, and listing Nodes costs tens of
     /// milliseconds here. A dedication's write drops it once the Node has it.
     dedications: Mirror<BTreeMap<String, String>>,
@@ -315,6 +318,7 @@ impl KubernetesPlatform {
             ),
             client,
             touched: Mutex::new(HashMap::new()),
+            activity_written: Mutex::new(HashMap::new()),
             dedications: Mirror::new(),
             settings,
             identity,

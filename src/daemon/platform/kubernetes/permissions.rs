@@ -82,7 +82,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "deployments",
         &["get", "list", "watch", "create", "patch", "delete"],
         Scope::Cluster,
-        "a sandbox is a Deployment: created, scaled to 0 and back by pause and resume (patch), deleted; lists and gets are served from a watch",
+        "a sandbox is a Deployment: created, scaled to 0 and back by pause and resume (patch), its lifetime and last activity written as annotations (patch), deleted; lists and gets are served from a watch",
     ),
     rule(
         "",
@@ -185,9 +185,9 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "sbx.io",
         "sbxdsandboxes",
-        &["get", "list", "watch", "create", "delete"],
+        &["get", "list", "watch", "create", "patch", "delete"],
         Scope::Cluster,
-        "a sandbox of the `sbxd` backend is an `SbxdSandbox` record (the CRD in `deploy/crds/`) naming the node whose agent runs it, watched so that every replica serves it",
+        "a sandbox of the `sbxd` backend is an `SbxdSandbox` record (the CRD in `deploy/crds/`) naming the node whose agent runs it, watched so that every replica serves it; its lifetime and last activity are annotations of it (patch)",
     ),
     rule(
         "sbx.io",

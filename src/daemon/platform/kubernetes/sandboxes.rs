@@ -196,4 +196,18 @@ impl SandboxBackend for KubernetesPlatform {
     async fn check_nodes(&self) -> PlatformResult<()> {
         self.mark_lost_agents().await
     }
+
+    async fn set_lifetime(
+        &self,
+        namespace: &str,
+        name: &str,
+        lifetime: crate::daemon::platform::Lifetime,
+    ) -> PlatformResult<()> {
+        self.set_lifetime_annotations(namespace, name, lifetime)
+            .await
+    }
+
+    async fn touch_sandbox(&self, namespace: &str, name: &str) {
+        self.write_activity(namespace, name).await
+    }
 }

@@ -5,6 +5,7 @@ mod exec;
 mod identity;
 mod images;
 mod lifecycle;
+mod lifetimes;
 pub mod sandboxes;
 pub mod snapshots;
 mod tenants;

@@ -43,7 +43,8 @@ pub(super) struct Record {
 }
 
 impl Record {
-    fn view(&self, now: i64) -> Sandbox {
+    fn view(&self, now: i64, last_activity: Option<i64>) -> Sandbox {
+        let time = crate::shared::timestamp::format_rfc3339_utc;
         Sandbox {
             name: self.spec.name.clone(),
             namespace: self.spec.namespace.clone(),
@@ -55,6 +56,9 @@ impl Record {
             error_message: self.error_message.clone(),
             backend: self.backend.clone(),
             labels: self.spec.labels.clone(),
+            expires_at: self.spec.expires_at.map(time),
+            idle_timeout_seconds: self.spec.idle_timeout_seconds,
+            last_activity_at: last_activity.map(time),
         }
     }
 }
@@ -88,6 +92,8 @@ pub struct LocalSandboxes {
     /// Held while layers are released, and while a restore reads a snapshot's layers until
     /// its sandbox record (which references them) exists.
     pub(super) layers_lock: Mutex<()>,
+    /// The last activity of each sandbox (by id), unix seconds; a restart counts as one.
+    pub(super) activity: StdMutex<HashMap<String, i64>>,
 }
 
 fn parse_status(text: &str) -> SandboxStatus {
@@ -158,6 +164,11 @@ impl LocalSandboxes {
             );
         }
         let snapshots = super::snapshots::load(&db).await?;
+        let started = now_unix();
+        let activity = records
+            .values()
+            .map(|r| (r.spec.id.clone(), started))
+            .collect();
         let manager = Arc::new(LocalSandboxes {
             snapshots: RwLock::new(snapshots),
             db,
@@ -169,6 +180,7 @@ impl LocalSandboxes {
             version: AtomicU64::new(1),
             node: crate::daemon::platform::host_node_name(),
             layers_lock: Mutex::new(()),
+            activity: StdMutex::new(activity),
         });
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());
@@ -224,7 +236,7 @@ impl LocalSandboxes {
             .call(move |conn| {
                 conn.execute(
                     "UPDATE sandboxes SET status = ?2, ready = ?3, restarts = ?4, \
-                     error_message = ?5, pid = ?6 WHERE id = ?1",
+                     error_message = ?5, pid = ?6, spec = ?7 WHERE id = ?1",
                     params![
                         snapshot.spec.id,
                         snapshot.status.as_str(),
@@ -232,6 +244,7 @@ impl LocalSandboxes {
                         snapshot.restarts,
                         snapshot.error_message,
                         snapshot.pid,
+                        serde_json::to_string(&snapshot.spec).unwrap_or_default(),
                     ],
                 )
                 .map(drop)
@@ -328,6 +341,8 @@ impl LocalSandboxes {
                     cmd: new.cmd,
                     nodes: new.nodes,
                     labels: new.labels,
+                    expires_at: new.lifetime.expires_at,
+                    idle_timeout_seconds: new.lifetime.idle_timeout_seconds,
                 },
                 backend: new.backend,
                 status: SandboxStatus::Pending,
@@ -338,6 +353,7 @@ impl LocalSandboxes {
                 pid: None,
             };
             let mut record = record;
+            self.touch(&record.spec.id);
             if let Some(reason) = self.unschedulable(&record.spec) {
                 record.error_message = reason;
             }
@@ -497,15 +513,19 @@ impl LocalSandboxes {
             Some(ns) => records
                 .range((ns.to_string(), String::new())..)
                 .take_while(|((n, _), _)| n == ns)
-                .map(|(_, r)| r.view(now))
+                .map(|(_, r)| r.view(now, self.last_activity(&r.spec.id)))
                 .collect(),
-            None => records.values().map(|r| r.view(now)).collect(),
+            None => records
+                .values()
+                .map(|r| r.view(now, self.last_activity(&r.spec.id)))
+                .collect(),
         }
     }
 
     /// One sandbox.
     pub async fn get(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
-        Ok(self.record(namespace, name).await?.view(now_unix()))
+        let record = self.record(namespace, name).await?;
+        Ok(record.view(now_unix(), self.last_activity(&record.spec.id)))
     }
 
     /// Waits (up to `limit`) while the sandbox is Pending; returns its record then.
@@ -733,6 +753,25 @@ impl SandboxBackend for LocalPlatform {
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<SandboxMetrics>> {
         Ok(self.sandboxes()?.metrics(namespace).await)
+    }
+
+    async fn set_lifetime(
+        &self,
+        namespace: &str,
+        name: &str,
+        lifetime: crate::daemon::platform::Lifetime,
+    ) -> PlatformResult<()> {
+        self.sandboxes()?
+            .set_lifetime(namespace, name, lifetime)
+            .await
+    }
+
+    async fn touch_sandbox(&self, namespace: &str, name: &str) {
+        if let Ok(sandboxes) = self.sandboxes() {
+            if let Ok(record) = sandboxes.record(namespace, name).await {
+                sandboxes.touch(&record.spec.id);
+            }
+        }
     }
 
     fn max_exec_timeout(&self) -> Duration {

@@ -543,6 +543,7 @@ impl LocalSandboxes {
                 .or_else(|| source.entrypoint.clone()),
             cmd: plan.cmd.clone().or_else(|| source.cmd.clone()),
             labels: Default::default(),
+            lifetime: Default::default(),
         };
         self.create_on_layers_with(new, source.layers.clone(), checkpoint)
             .await

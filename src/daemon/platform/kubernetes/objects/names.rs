@@ -16,6 +16,14 @@ pub const BACKEND_ANNOTATION: &str = "sbx.io/backend";
 /// Annotation on a sandbox's Deployment: what it was created with (a [`super::sandboxes::SandboxTemplate`] as
 /// JSON), so that its snapshots and forks can carry it on.
 pub const TEMPLATE_ANNOTATION: &str = "sbx.io/template";
+/// Annotation of a sandbox (its Deployment or SbxdSandbox record): when the leader deletes
+/// it, unix seconds.
+pub const EXPIRES_ANNOTATION: &str = "sbx.io/expires-at";
+/// Annotation of a sandbox: seconds without activity before the leader pauses it.
+pub const IDLE_ANNOTATION: &str = "sbx.io/idle-timeout-seconds";
+/// Annotation of a sandbox: its last activity, unix seconds (written at most every few
+/// seconds by the replica that saw it).
+pub const ACTIVITY_ANNOTATION: &str = "sbx.io/last-activity";
 /// Egress bandwidth limit of a Pod (the CNI bandwidth plugin).
 pub const EGRESS_BANDWIDTH: &str = "kubernetes.io/egress-bandwidth";
 /// Ingress bandwidth limit of a Pod.

@@ -5,7 +5,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::names::{
-    BACKEND_ANNOTATION, MANAGED_LABEL, SANDBOX_LABEL, TEMPLATE_ANNOTATION, TENANT_LABEL,
+    ACTIVITY_ANNOTATION, BACKEND_ANNOTATION, EXPIRES_ANNOTATION, IDLE_ANNOTATION, MANAGED_LABEL,
+    SANDBOX_LABEL, TEMPLATE_ANNOTATION, TENANT_LABEL,
 };
 use super::names::{EGRESS_BANDWIDTH, HOSTNAME_LABEL, INGRESS_BANDWIDTH};
 use crate::daemon::config::KubernetesSettings;
@@ -81,6 +82,10 @@ pub struct SandboxTemplate {
     /// The user's labels (on the Deployment beside sbx's own; a fork or restore has none).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Its lifetime (annotations of the Deployment, changed by a PATCH: not recorded in the
+    /// template, so a fork or restore does not inherit it).
+    #[serde(skip)]
+    pub lifetime: crate::daemon::platform::Lifetime,
 }
 
 impl SandboxTemplate {
@@ -106,6 +111,7 @@ impl SandboxTemplate {
             env: !new.env.is_empty(),
             nodes: new.nodes.clone(),
             labels: new.labels.clone(),
+            lifetime: new.lifetime,
         }
     }
 
@@ -338,6 +344,15 @@ pub fn deployment(
     for (key, value) in &t.labels {
         user_and_own[key] = json!(value);
     }
+    let mut annotations = json!({
+        BACKEND_ANNOTATION: t.backend,
+        TEMPLATE_ANNOTATION: serde_json::to_string(t).unwrap_or_default(),
+    });
+    for (key, value) in lifetime_annotations(&t.lifetime) {
+        if !value.is_null() {
+            annotations[key] = value;
+        }
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -345,10 +360,7 @@ pub fn deployment(
             "name": name,
             "namespace": namespace,
             "labels": user_and_own,
-            "annotations": {
-                BACKEND_ANNOTATION: t.backend,
-                TEMPLATE_ANNOTATION: serde_json::to_string(t).unwrap_or_default(),
-            },
+            "annotations": annotations,
         },
         "spec": {
             "replicas": 1,
@@ -520,6 +532,7 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
         .spec
         .as_ref()
         .and_then(|p| p.containers.first());
+    let (expires_at, idle_timeout_seconds, last_activity_at) = lifetime_fields(meta, created);
     Sandbox {
         name: meta.name.clone().unwrap_or_default(),
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -535,7 +548,63 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
             .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
             .unwrap_or_default(),
         labels: crate::shared::labels::user_labels(meta.labels.as_ref()),
+        expires_at,
+        idle_timeout_seconds,
+        last_activity_at,
     }
+}
+
+/// The annotations of a lifetime (`null` for a setting it has not: a merge patch removes it).
+pub fn lifetime_annotations(
+    lifetime: &crate::daemon::platform::Lifetime,
+) -> [(&'static str, Value); 2] {
+    let text = |v: Option<String>| v.map(Value::String).unwrap_or(Value::Null);
+    [
+        (
+            EXPIRES_ANNOTATION,
+            text(lifetime.expires_at.map(|t| t.to_string())),
+        ),
+        (
+            IDLE_ANNOTATION,
+            text(lifetime.idle_timeout_seconds.map(|t| t.to_string())),
+        ),
+    ]
+}
+
+/// A sandbox object's lifetime, from its annotations.
+pub fn lifetime_of(meta: &kube::api::ObjectMeta) -> crate::daemon::platform::Lifetime {
+    let read = |key: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    crate::daemon::platform::Lifetime {
+        expires_at: read(EXPIRES_ANNOTATION),
+        idle_timeout_seconds: read(IDLE_ANNOTATION).map(|v| v.max(0) as u64),
+    }
+}
+
+/// The lifetime fields of a sandbox record (`expires_at`, `idle_timeout_seconds`,
+/// `last_activity_at`): its object's annotations (the last activity is its creation until one
+/// is written).
+pub fn lifetime_fields(
+    meta: &kube::api::ObjectMeta,
+    created: i64,
+) -> (Option<String>, Option<u64>, Option<String>) {
+    let lifetime = lifetime_of(meta);
+    let activity = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ACTIVITY_ANNOTATION))
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(created);
+    let time = crate::shared::timestamp::format_rfc3339_utc;
+    (
+        lifetime.expires_at.map(time),
+        lifetime.idle_timeout_seconds,
+        Some(time(activity)),
+    )
 }
 
 /// What a sandbox Deployment reserves: its container's limits, and its root volume (kql) as

@@ -4,6 +4,8 @@
 //! writes the status as its runtime sees it; the leader replica marks it Failed when the
 //! agent stops reporting. Every replica reads it, so any replica serves any request. The CRD
 //! in `deploy/crds/` is generated from this type.
+use std::collections::BTreeMap;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -194,6 +196,14 @@ pub fn object(new: &NewSandbox, node: &str) -> SbxdSandboxObject {
         },
     );
     object.metadata.namespace = Some(new.namespace.clone());
+    let annotations: BTreeMap<String, String> =
+        super::sandboxes::lifetime_annotations(&new.lifetime)
+            .into_iter()
+            .filter_map(|(k, v)| v.as_str().map(|v| (k.to_string(), v.to_string())))
+            .collect();
+    if !annotations.is_empty() {
+        object.metadata.annotations = Some(annotations);
+    }
     object.metadata.labels = Some(
         [
             (
@@ -245,6 +255,8 @@ pub fn created(meta: &kube::api::ObjectMeta, now: i64) -> i64 {
 pub fn record(object: &SbxdSandboxObject, now: i64) -> Sandbox {
     let status = object.status.clone().unwrap_or_default();
     let created = created(&object.metadata, now);
+    let (expires_at, idle_timeout_seconds, last_activity_at) =
+        super::sandboxes::lifetime_fields(&object.metadata, created);
     let phase = if object.metadata.deletion_timestamp.is_some() {
         SandboxStatus::Terminating
     } else {
@@ -266,6 +278,9 @@ pub fn record(object: &SbxdSandboxObject, now: i64) -> Sandbox {
         error_message: status.message,
         backend: BACKEND.to_string(),
         labels: crate::shared::labels::user_labels(object.metadata.labels.as_ref()),
+        expires_at,
+        idle_timeout_seconds,
+        last_activity_at,
     }
 }
 
@@ -313,6 +328,7 @@ mod tests {
             entrypoint: None,
             cmd: None,
             labels: [("team".to_string(), "ml".to_string())].into(),
+            lifetime: Default::default(),
         };
         let mut object = object(&new, "node-1");
         // The env never reaches the cluster's record.

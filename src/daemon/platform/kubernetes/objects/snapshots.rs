@@ -154,6 +154,7 @@ pub fn template(annotations: &BTreeMap<String, String>) -> Result<SandboxTemplat
         env: get(SOURCE_ENV).is_some(),
         nodes: list(SOURCE_NODES)?,
         labels: Default::default(),
+        lifetime: Default::default(),
     })
 }
 
@@ -288,6 +289,7 @@ mod tests {
             sidecar: Some("dind".into()),
             env: true,
             nodes: Some(vec!["node-1".into()]),
+            lifetime: Default::default(),
             labels: Default::default(),
         };
         let a = annotations("src", SnapshotKind::Pause, &t);

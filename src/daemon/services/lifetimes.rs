@@ -1,0 +1,206 @@
+//! Sandbox lifetimes: a TTL (deleted at the deadline) and an idle timeout (paused once no exec,
+//! stream or file transfer happened for that long), set on create and by a PATCH, kept by the
+//! platform with the sandbox (so they survive restarts) and enforced by the leader replica.
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::sandboxes::SandboxService;
+use super::tenants::Owner;
+use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::platform::Lifetime;
+use crate::shared::exec_stream::{ExecSession, Frame};
+use crate::shared::models::sandbox::{
+    CreateSandboxRequest, MIN_LIFETIME_SECONDS, Sandbox, SandboxPatch, SandboxStatus,
+};
+use crate::shared::timestamp::{now_unix, parse_timestamp};
+
+/// How often the leader looks at the sandboxes' deadlines and idle times.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How often an open stream counts as activity.
+const STREAM_ACTIVITY_EVERY: Duration = Duration::from_secs(5);
+
+/// A `ttl_seconds` or `idle_timeout_seconds` at or above the minimum.
+fn at_least_minimum(field: &str, seconds: u64) -> ServiceResult<u64> {
+    if seconds < MIN_LIFETIME_SECONDS {
+        return Err(ServiceError::bad_request(format!(
+            "{field} must be at least {MIN_LIFETIME_SECONDS} seconds"
+        )));
+    }
+    Ok(seconds)
+}
+
+/// A TTL within the tenant's maximum: the maximum when none is asked for.
+fn ttl_within(ttl: Option<u64>, owner: Option<&Owner>) -> ServiceResult<Option<u64>> {
+    let max = owner
+        .and_then(|o| o.spec.limits.as_ref())
+        .and_then(|l| l.max_ttl_seconds);
+    match (ttl, max) {
+        (Some(t), Some(max)) if t > max => Err(ServiceError::bad_request(format!(
+            "ttl_seconds {t} is above the tenant's limits.maxTtlSeconds of {max}"
+        ))),
+        (Some(t), _) => Ok(Some(at_least_minimum("ttl_seconds", t)?)),
+        (None, max) => Ok(max),
+    }
+}
+
+/// The lifetime of a create, counted from now.
+pub fn create_lifetime(
+    request: &CreateSandboxRequest,
+    owner: Option<&Owner>,
+) -> ServiceResult<Lifetime> {
+    let ttl = ttl_within(request.ttl_seconds, owner)?;
+    let idle = request
+        .idle_timeout_seconds
+        .map(|t| at_least_minimum("idle_timeout_seconds", t))
+        .transpose()?;
+    Ok(Lifetime {
+        expires_at: ttl.map(|t| now_unix() + t as i64),
+        idle_timeout_seconds: idle,
+    })
+}
+
+/// A sandbox a fork or restore made gets its tenant's maximum TTL, when it sets one.
+pub async fn apply_tenant_ttl(
+    sandboxes: &dyn crate::daemon::platform::SandboxBackend,
+    owner: Option<&Owner>,
+    namespace: &str,
+    name: &str,
+) -> ServiceResult<()> {
+    if let Some(max) = ttl_within(None, owner)? {
+        let lifetime = Lifetime {
+            expires_at: Some(now_unix() + max as i64),
+            idle_timeout_seconds: None,
+        };
+        sandboxes.set_lifetime(namespace, name, lifetime).await?;
+    }
+    Ok(())
+}
+
+/// A record's time field as unix seconds.
+fn unix(text: Option<&str>) -> Option<i64> {
+    text.and_then(|t| parse_timestamp(t).ok())
+}
+
+impl SandboxService {
+    /// Changes a sandbox's lifetime: a TTL counts from now; `null` removes a setting (the
+    /// TTL only when its tenant sets no maximum). The sandbox as it is then.
+    pub async fn patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &SandboxPatch,
+    ) -> ServiceResult<Sandbox> {
+        let current = self.get(namespace, name).await?;
+        let owner = self.tenants.owner(namespace).await?;
+        let mut lifetime = Lifetime {
+            expires_at: unix(current.expires_at.as_deref()),
+            idle_timeout_seconds: current.idle_timeout_seconds,
+        };
+        match patch.ttl_seconds {
+            None => {}
+            Some(None) => {
+                if ttl_within(None, owner.as_ref())?.is_some() {
+                    return Err(ServiceError::bad_request(
+                        "the tenant sets limits.maxTtlSeconds: its sandboxes keep a TTL",
+                    ));
+                }
+                lifetime.expires_at = None;
+            }
+            Some(Some(ttl)) => {
+                let ttl = ttl_within(Some(ttl), owner.as_ref())?.unwrap_or(ttl);
+                lifetime.expires_at = Some(now_unix() + ttl as i64);
+            }
+        }
+        match patch.idle_timeout_seconds {
+            None => {}
+            Some(None) => lifetime.idle_timeout_seconds = None,
+            Some(Some(idle)) => {
+                lifetime.idle_timeout_seconds =
+                    Some(at_least_minimum("idle_timeout_seconds", idle)?);
+            }
+        }
+        self.sandboxes
+            .set_lifetime(namespace, name, lifetime)
+            .await?;
+        self.get(namespace, name).await
+    }
+
+    /// On the leader, every second: deletes the sandboxes past their deadline and pauses the
+    /// running ones idle for longer than their idle timeout (forever).
+    pub async fn lifetimes_loop(self: std::sync::Arc<Self>) {
+        let mut tick = tokio::time::interval(CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if !self.tenancy.is_leader() {
+                continue;
+            }
+            let sandboxes = match self.sandboxes.list_sandboxes(None).await {
+                Ok(list) => list,
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing sandboxes for their lifetimes");
+                    continue;
+                }
+            };
+            let now = now_unix();
+            for s in sandboxes {
+                let (namespace, name) = (s.namespace.as_str(), s.name.as_str());
+                if s.status == SandboxStatus::Terminating {
+                    continue;
+                }
+                if unix(s.expires_at.as_deref()).is_some_and(|t| t <= now) {
+                    tracing::info!(%namespace, %name, "the sandbox's TTL passed: deleting it");
+                    if let Err(e) = self.sandboxes.delete_sandbox(namespace, name).await {
+                        tracing::warn!(%namespace, %name, error = %e, "deleting an expired sandbox");
+                    }
+                    continue;
+                }
+                let idle_since = unix(s.last_activity_at.as_deref());
+                if let (SandboxStatus::Running, Some(idle), Some(last)) =
+                    (s.status, s.idle_timeout_seconds, idle_since)
+                {
+                    if last + idle as i64 <= now {
+                        tracing::info!(%namespace, %name, idle, "the sandbox was idle: pausing it");
+                        if let Err(e) = self.sandboxes.pause_sandbox(namespace, name).await {
+                            tracing::warn!(%namespace, %name, error = %e, "pausing an idle sandbox");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `session` with its activity recorded while it is open (at its start, every few
+    /// seconds, and at its end): a long shell is not idle.
+    pub(super) fn keep_touching(
+        &self,
+        namespace: &str,
+        name: &str,
+        session: ExecSession,
+    ) -> ExecSession {
+        let ExecSession { input, mut output } = session;
+        let (tx, rx) = mpsc::channel(64);
+        let backend = self.sandboxes.clone();
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(STREAM_ACTIVITY_EVERY);
+            loop {
+                tokio::select! {
+                    frame = output.recv() => {
+                        let Some(frame) = frame else { break };
+                        let last = matches!(frame, Frame::Status(_));
+                        if tx.send(frame).await.is_err() || last {
+                            break;
+                        }
+                    }
+                    _ = tick.tick() => backend.touch_sandbox(&namespace, &name).await,
+                    _ = tx.closed() => break,
+                }
+            }
+            backend.touch_sandbox(&namespace, &name).await;
+        });
+        ExecSession { input, output: rx }
+    }
+}
