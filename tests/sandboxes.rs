@@ -727,6 +727,14 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
     let client = daemon.admin();
     create_ready(&client, request("keeper")).await;
     create_ready(&client, request("victim")).await;
+    // A lifetime is kept across the restart, and enforced by the restarted daemon.
+    let timed = CreateSandboxRequest {
+        ttl_seconds: Some(10),
+        idle_timeout_seconds: Some(600),
+        ..request("timed")
+    };
+    let timed = create_ready(&client, timed).await;
+    assert!(timed.expires_at.is_some(), "{timed:?}");
     sh(&client, "keeper", "echo before-restart > /proc/1/fd/1").await;
     let keeper_pid = sh(&client, "keeper", "cat /proc/1/stat | cut -d' ' -f1")
         .await
@@ -769,6 +777,11 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
 
     let daemon = daemon.restart(&args);
     let client = daemon.admin();
+    let after = client.get_sandbox("timed", "default").await.unwrap();
+    assert_eq!(
+        (&after.expires_at, after.idle_timeout_seconds),
+        (&timed.expires_at, Some(600))
+    );
     let keeper = client.get_sandbox("keeper", "default").await.unwrap();
     assert_eq!(
         (keeper.status, keeper.ready.as_str()),
@@ -799,6 +812,14 @@ async fn sandboxes_survive_a_daemon_restart_and_dead_ones_are_reported() {
         "{}",
         victim.error_message
     );
+    let started = Instant::now();
+    while client.get_sandbox("timed", "default").await.is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the restarted daemon kept a sandbox past its TTL"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     client.delete_all_sandboxes("default").await.unwrap();
     assert_no_leftovers(&daemon, &ids);

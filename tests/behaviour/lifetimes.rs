@@ -99,6 +99,27 @@ pub(super) async fn lifetimes(platform: Platform) {
         k.expires_at.is_none() && k.idle_timeout_seconds == Some(600),
         "{k:?}"
     );
+    // The same through the CLI.
+    let out = std::process::Command::new(crate::common::sbx_bin())
+        .args([
+            "sandbox",
+            "update",
+            "keep",
+            "-n",
+            &env.namespace,
+            "--idle-timeout",
+            "20m",
+        ])
+        .env("SBX_SERVER", &env.url)
+        .env("SBX_API_KEY", &env.token)
+        .env(
+            "SBX_CONFIG_DIR",
+            std::env::temp_dir().join("sbx-life-cli-none"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("1200s"), "{text}");
 
     // Used every 3 s, the idle sandbox keeps running past its timeout.
     let started = Instant::now();
