@@ -217,7 +217,10 @@ pub(super) async fn fields(platform: Platform) {
     assert!(super::api_status(env.get("bad").await).0 == 404);
     // Nor did any reach the service's log (the daemons of this test's own).
     if let Some(daemon) = &env._daemon {
-        assert!(!daemon.log_text().contains(&secret), "a value reached the log");
+        assert!(
+            !daemon.log_text().contains(&secret),
+            "a value reached the log"
+        );
     }
     env.cleanup().await;
 }

@@ -172,6 +172,13 @@ impl SandboxService {
         }
     }
 
+    /// Records activity in the background: the exec it belongs to does not wait for it.
+    pub(super) fn touch_later(&self, namespace: &str, name: &str) {
+        let backend = self.sandboxes.clone();
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        tokio::spawn(async move { backend.touch_sandbox(&namespace, &name).await });
+    }
+
     /// `session` with its activity recorded while it is open (at its start, every few
     /// seconds, and at its end): a long shell is not idle.
     pub(super) fn keep_touching(
@@ -195,7 +202,12 @@ impl SandboxService {
                             break;
                         }
                     }
-                    _ = tick.tick() => backend.touch_sandbox(&namespace, &name).await,
+                    _ = tick.tick() => {
+                        // Frames do not wait for the write.
+                        let (backend, namespace, name) =
+                            (backend.clone(), namespace.clone(), name.clone());
+                        tokio::spawn(async move { backend.touch_sandbox(&namespace, &name).await });
+                    }
                     _ = tx.closed() => break,
                 }
             }

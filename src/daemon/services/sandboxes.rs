@@ -613,9 +613,10 @@ impl SandboxService {
 
     /// Thaws a paused sandbox.
     pub async fn resume(&self, namespace: &str, name: &str) -> ServiceResult<()> {
-        self.sandboxes.resume_sandbox(namespace, name).await?;
-        // A resumed sandbox starts a new idle period.
+        // A resumed sandbox starts a new idle period: recorded before it runs, so that the
+        // leader never finds it running and idle since before its pause.
         self.sandboxes.touch_sandbox(namespace, name).await;
+        self.sandboxes.resume_sandbox(namespace, name).await?;
         Ok(())
     }
 
@@ -693,12 +694,12 @@ impl SandboxService {
         let timeout = self
             .exec_timeout(timeout_seconds)?
             .unwrap_or(DEFAULT_EXEC_TIMEOUT.min(self.sandboxes.max_exec_timeout()));
-        self.sandboxes.touch_sandbox(namespace, name).await;
+        self.touch_later(namespace, name);
         let result = self
             .sandboxes
             .exec_sandbox(namespace, name, command, timeout)
             .await?;
-        self.sandboxes.touch_sandbox(namespace, name).await;
+        self.touch_later(namespace, name);
         Ok(result)
     }
 

@@ -60,8 +60,7 @@ impl KubernetesPlatform {
         self.annotate(namespace, name, annotations).await
     }
 
-    /// Writes the sandbox's activity annotation (in the background), unless this replica did
-    /// a moment ago.
+    /// Writes the sandbox's activity annotation, unless this replica did a moment ago.
     pub(super) async fn write_activity(&self, namespace: &str, name: &str) {
         let now = now_unix();
         {
@@ -78,31 +77,11 @@ impl KubernetesPlatform {
             }
             written.insert(key, now);
         }
-        // Off the request's path: the exec or stream it records does not wait for the write.
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            ACTIVITY_ANNOTATION: now.to_string(),
-        }}});
-        let (namespace, name) = (namespace.to_string(), name.to_string());
-        let params = PatchParams::default();
-        let written = if self.sbxd_cache.get(&namespace, &name).is_some() {
-            let api = self.sbxd_api(&namespace);
-            tokio::spawn(async move {
-                api.patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            })
-        } else {
-            let api = self.deployments(Some(&namespace));
-            tokio::spawn(async move {
-                api.patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            })
-        };
-        tokio::spawn(async move {
-            if let Ok(Err(e)) = written.await {
-                tracing::debug!(error = %e, "recording a sandbox's activity");
-            }
-        });
+        let annotations = [(ACTIVITY_ANNOTATION.to_string(), now.to_string().into())]
+            .into_iter()
+            .collect();
+        if let Err(e) = self.annotate(namespace, name, annotations).await {
+            tracing::debug!(%namespace, %name, error = %e, "recording a sandbox's activity");
+        }
     }
 }
