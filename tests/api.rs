@@ -227,6 +227,25 @@ async fn keys_are_minted_listed_used_and_revoked() {
     let (status, code, message) = api_error(admin.revoke_keys("ci").await);
     assert_eq!((status, code.as_str()), (404, "NotFound"));
     assert!(message.contains("'ci'"), "{message}");
+
+    // The last unexpired admin key cannot be revoked: the service would have no admin.
+    let (status, code, message) = api_error(admin.revoke_keys("bootstrap-admin").await);
+    assert_eq!((status, code.as_str()), (400, "BadRequest"), "{message}");
+    assert!(message.contains("no admin"), "{message}");
+    admin
+        .whoami()
+        .await
+        .expect("the first admin key still works");
+    // With a second admin key it can; then that one is the last.
+    let ops = admin
+        .create_key(&key_request("ops", "admin"))
+        .await
+        .unwrap();
+    let ops = daemon.client(ops.token.as_deref().unwrap());
+    admin.revoke_keys("bootstrap-admin").await.unwrap();
+    let (status, _, _) = api_error(ops.revoke_keys("ops").await);
+    assert_eq!(status, 400);
+    ops.whoami().await.expect("the last admin key still works");
 }
 
 #[tokio::test]

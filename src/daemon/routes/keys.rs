@@ -54,6 +54,7 @@ pub async fn list_keys(
     params(("name" = String, Path, description = "Key name (label)")),
     responses(
         (status = 200, description = "Ids of the revoked keys", body = DataEnvelope<RevokeKeysResponse>),
+        (status = 400, description = "The name holds the last unexpired admin key and no role binding grants admin: the service would have no admin", body = ErrorEnvelope),
         (status = 404, description = "No key has this name", body = ErrorEnvelope),
     ))]
 pub async fn revoke_keys(

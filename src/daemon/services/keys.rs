@@ -271,6 +271,7 @@ impl KeyService {
 
     /// Revokes every key with this name; 404 when there is none.
     pub async fn revoke(&self, name: &str) -> ServiceResult<Vec<String>> {
+        self.keep_an_admin(name).await?;
         let ids = self.identity.delete_keys_named(name).await?;
         if ids.is_empty() {
             return Err(ServiceError::not_found(format!(
@@ -338,6 +339,38 @@ impl KeyService {
                 tracing::warn!(key_id = %id, error = %e, "cannot record key use");
             }
         });
+    }
+
+    /// Refuses (400) a revocation of `name` that would leave no admin: its keys hold the last
+    /// unexpired admin key and no role binding grants admin. (The restart that would mint a
+    /// new first key is no recovery a running service should need.)
+    async fn keep_an_admin(&self, name: &str) -> ServiceResult<()> {
+        let now = now_unix();
+        let (revoked_admin, other_admin) = self.mirror.read(|keys| {
+            let admins = keys
+                .into_iter()
+                .flat_map(|k| k.values())
+                .filter(|k| k.key.role == Role::Admin && k.key.expires > now);
+            admins.fold((false, false), |(named, other), k| {
+                (named || k.key.name == name, other || k.key.name != name)
+            })
+        });
+        if !revoked_admin || other_admin {
+            return Ok(());
+        }
+        let bindings = self.identity.role_bindings().await?;
+        if bindings
+            .bindings
+            .iter()
+            .any(|b| b.role == Role::Admin.as_str())
+        {
+            return Ok(());
+        }
+        Err(ServiceError::bad_request(format!(
+            "revoking '{name}' would leave no admin: it holds the last unexpired admin key and no \
+             role binding grants admin; mint another admin key (or bind admin to an OIDC \
+             identity) first"
+        )))
     }
 
     /// Whether an admin key exists that has not expired.
