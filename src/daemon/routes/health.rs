@@ -7,7 +7,7 @@ use crate::daemon::state::AppState;
 use crate::shared::models::health::{HealthResponse, ReadinessResponse, RootInfo};
 
 /// Basic information about the service.
-#[utoipa::path(get, path = "/", tag = "health",
+#[utoipa::path(get, path = "/", tag = "health", security(),
     responses((status = 200, description = "Service name and version", body = RootInfo)))]
 pub async fn root() -> Json<RootInfo> {
     Json(RootInfo {
@@ -17,7 +17,7 @@ pub async fn root() -> Json<RootInfo> {
 }
 
 /// Liveness.
-#[utoipa::path(get, path = "/health", tag = "health",
+#[utoipa::path(get, path = "/health", tag = "health", security(),
     responses((status = 200, description = "The service answers", body = HealthResponse)))]
 pub async fn health() -> Json<HealthResponse> {
     Json(HealthResponse {
@@ -28,7 +28,7 @@ pub async fn health() -> Json<HealthResponse> {
 /// Readiness, for a load balancer or a kubelet's probe: 200 while this replica can serve
 /// requests (on Kubernetes: the API server answers and the watch caches are in step), 503
 /// with the reason otherwise. `/health` answers whenever the process does.
-#[utoipa::path(get, path = "/readyz", tag = "health",
+#[utoipa::path(get, path = "/readyz", tag = "health", security(),
     responses(
         (status = 200, description = "Ready", body = ReadinessResponse),
         (status = 503, description = "Not ready, with the reason", body = ReadinessResponse),
