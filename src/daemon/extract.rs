@@ -89,3 +89,21 @@ impl<T: Serialize> IntoResponse for Created<T> {
         response
     }
 }
+
+/// 415 unless the request's body was sent as a tar archive (`application/x-tar`, or the
+/// generic `application/octet-stream`): the image import and the file upload.
+pub fn require_tar_body(headers: &axum::http::HeaderMap) -> Result<(), ServiceError> {
+    const TAR: &str = crate::shared::files::TAR;
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    if matches!(content_type, Some(TAR | "application/octet-stream")) {
+        return Ok(());
+    }
+    Err(ServiceError::new(
+        ErrorCode::UnsupportedMediaType,
+        format!("send the archive as the request body with Content-Type: {TAR}"),
+    ))
+}

@@ -9,10 +9,10 @@ use axum::routing::get;
 use futures_util::TryStreamExt;
 
 use crate::daemon::auth::Principal;
-use crate::daemon::error::{ServiceError, ServiceResult};
+use crate::daemon::error::ServiceResult;
 use crate::daemon::extract::{Json, Path, Query};
 use crate::daemon::state::AppState;
-use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
+use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::files::{FileStat, FilesQuery, TAR, TarArchive, UploadResult};
 use crate::shared::models::sandbox::namespace_or_default;
 
@@ -112,17 +112,7 @@ pub async fn upload_files(
 ) -> ServiceResult<Json<UploadResult>> {
     let namespace = namespace_or_default(query.namespace.as_deref());
     state.tenants.require_write(&principal, namespace).await?;
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(str::trim);
-    if !matches!(content_type, Some(TAR | "application/octet-stream")) {
-        return Err(ServiceError::new(
-            ErrorCode::UnsupportedMediaType,
-            format!("send the archive as the request body with Content-Type: {TAR}"),
-        ));
-    }
+    crate::daemon::extract::require_tar_body(&headers)?;
     let body = body.into_data_stream().map_err(std::io::Error::other);
     Ok(Json(
         state.sandboxes.upload_files(&name, &query, body).await?,

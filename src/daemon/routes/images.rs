@@ -3,7 +3,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -15,8 +15,7 @@ use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
 use crate::shared::models::identity::Role;
 use crate::shared::models::image::{
-    IMPORT_CONTENT_TYPE, ImageRecord, ImportImagesQuery, ImportImagesResponse, OciArchive,
-    PullImageRequest,
+    ImageRecord, ImportImagesQuery, ImportImagesResponse, OciArchive, PullImageRequest,
 };
 
 /// Largest archive `POST /api/v1/images/import` accepts.
@@ -38,22 +37,7 @@ pub fn router() -> Router<AppState> {
 /// Who may import, and whether the body is announced as an archive.
 fn check_import(principal: &Principal, headers: &HeaderMap) -> ServiceResult<()> {
     principal.require_cluster_role(Role::Operator)?;
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .map(str::trim);
-    if !matches!(
-        content_type,
-        Some(IMPORT_CONTENT_TYPE | "application/octet-stream")
-    ) {
-        return Err(ServiceError::new(
-            ErrorCode::UnsupportedMediaType,
-            format!(
-                "send the archive as the request body with Content-Type: {IMPORT_CONTENT_TYPE}"
-            ),
-        ));
-    }
+    crate::daemon::extract::require_tar_body(headers)?;
     Ok(())
 }
 

@@ -99,18 +99,22 @@ fn create_env(
     Ok(env)
 }
 
-/// An `entrypoint` or `cmd` of a create: absent, or a list whose first word is not empty.
+/// An `entrypoint` or `cmd` of a create: no word with a NUL, and an entrypoint that names
+/// a program (a first word that is not empty).
 fn command_field(field: &str, value: Option<&Vec<String>>) -> Result<Option<Vec<String>>, String> {
-    match value {
-        Some(words) if words.first().is_none_or(|w| w.is_empty()) && field == "entrypoint" => Err(
+    let Some(words) = value else {
+        return Ok(None);
+    };
+    if field == "entrypoint" && words.first().is_none_or(|w| w.is_empty()) {
+        return Err(
             "`entrypoint` must name a program: a non-empty list whose first word is not empty"
                 .into(),
-        ),
-        Some(words) if words.iter().any(|w| w.contains('\0')) => {
-            Err(format!("`{field}` contains a NUL byte"))
-        }
-        other => Ok(other.cloned()),
+        );
     }
+    if words.iter().any(|w| w.contains('\0')) {
+        return Err(format!("`{field}` contains a NUL byte"));
+    }
+    Ok(Some(words.clone()))
 }
 
 /// Reads and parses the env file at `path` on the API host.

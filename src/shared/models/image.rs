@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 /// Content type of the body of `POST /api/v1/images/import`: an OCI image-layout tar.
-pub const IMPORT_CONTENT_TYPE: &str = "application/x-tar";
+pub const IMPORT_CONTENT_TYPE: &str = crate::shared::files::TAR;
 
 /// The body of `POST /api/v1/images/import` as documented: the raw bytes of an OCI
 /// image-layout tar (or tar.gz) file. Never built in memory; the route streams the body.

@@ -236,7 +236,7 @@ impl LocalSandboxes {
             .call(move |conn| {
                 conn.execute(
                     "UPDATE sandboxes SET status = ?2, ready = ?3, restarts = ?4, \
-                     error_message = ?5, pid = ?6, spec = ?7 WHERE id = ?1",
+                     error_message = ?5, pid = ?6 WHERE id = ?1",
                     params![
                         snapshot.spec.id,
                         snapshot.status.as_str(),
@@ -244,7 +244,6 @@ impl LocalSandboxes {
                         snapshot.restarts,
                         snapshot.error_message,
                         snapshot.pid,
-                        serde_json::to_string(&snapshot.spec).unwrap_or_default(),
                     ],
                 )
                 .map(drop)
