@@ -88,6 +88,31 @@ async fn openapi_is_served_without_auth_and_matches_the_checked_in_document() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+    let mut served = served;
+    // The served document is said for this deployment: its backends, its exec maximum.
+    let schemas = "/components/schemas";
+    let backend = served
+        .pointer_mut(&format!(
+            "{schemas}/CreateSandboxRequest/properties/backend"
+        ))
+        .and_then(Value::as_object_mut)
+        .unwrap();
+    assert_eq!(backend.remove("enum"), Some(json!(["sbxd", null])));
+    let exec_timeout = served
+        .pointer_mut(&format!("{schemas}/ExecRequest/properties/timeout_seconds"))
+        .and_then(Value::as_object_mut)
+        .unwrap();
+    assert_eq!(exec_timeout.remove("maximum"), Some(json!(3600)));
+    let stream_timeout = served
+        .pointer_mut("/paths/~1api~1v1~1sandboxes~1{name}~1exec~1stream/get/parameters")
+        .and_then(Value::as_array_mut)
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == "timeout_seconds")
+        .and_then(|p| p["schema"].as_object_mut())
+        .unwrap();
+    assert_eq!(stream_timeout.remove("maximum"), Some(json!(3600)));
+    // Otherwise it is the checked-in document.
     let checked_in: Value = serde_json::from_str(include_str!("../docs/openapi.json")).unwrap();
     assert_eq!(served, checked_in);
 }

@@ -132,18 +132,18 @@ async fn pull_from_the_registry_reuses_layers_and_reports_failures() {
     assert_eq!(layer_dirs(&daemon).len(), 1);
     assert_eq!(admin.list_images().await.unwrap(), vec![first.clone()]);
 
-    // A missing tag, an unreachable registry, a bad or missing reference: 400, clearly.
+    // A missing tag: 404; an unreachable registry: 503; a bad or missing reference: 400.
     let (status, code, message) = api_error(
         admin
             .pull_image(&pull(&format!("{registry}/sbx-test/busybox:nope")))
             .await,
     );
-    assert_eq!((status, code.as_str()), (400, "BadRequest"));
+    assert_eq!((status, code.as_str()), (404, "NotFound"));
     assert!(message.contains("not found"), "{message}");
     assert!(message.contains("sbx-test/busybox:nope"), "{message}");
 
-    let (status, _, message) = api_error(admin.pull_image(&pull("127.0.0.1:1/x/y:1")).await);
-    assert_eq!(status, 400);
+    let (status, code, message) = api_error(admin.pull_image(&pull("127.0.0.1:1/x/y:1")).await);
+    assert_eq!((status, code.as_str()), (503, "ServiceUnavailable"));
     assert!(
         message.contains("cannot reach registry 127.0.0.1:1"),
         "{message}"
@@ -399,7 +399,7 @@ async fn a_plain_http_registry_must_be_listed_as_insecure() {
             .pull_image(&pull(&format!("{registry}/sbx-test/busybox")))
             .await,
     );
-    assert_eq!(status, 400);
+    assert_eq!(status, 503);
     assert!(
         message.contains("cannot reach registry") && message.contains("insecureRegistries"),
         "{message}"

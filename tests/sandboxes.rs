@@ -215,7 +215,7 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
             )
             .await,
     );
-    assert_eq!((status, code.as_str()), (400, "BadRequest"));
+    assert_eq!((status, code.as_str()), (404, "NotFound"));
     let (status, _) = api_status(client.sandbox_logs("ghost", &q(1, 0)).await);
     assert_eq!(status, 404);
 
@@ -657,6 +657,27 @@ async fn every_error_status_of_the_sandbox_routes() {
     }
     let (status, _) = post("/api/v1/sandboxes", json!({"name": "x", "image": 5})).await;
     assert_eq!(status, 422);
+
+    // A tenant role's key cannot make the service read a file on its host: 403 before any
+    // read (the file exists and would parse; the answer names no key of it).
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "HOST_SECRET_KEY=value\n").unwrap();
+    let user = common::key(&client, "env-user", "user", None).await;
+    let response = daemon
+        .http()
+        .post(format!("{}/api/v1/sandboxes", daemon.url))
+        .header("X-API-Key", &user)
+        .json(&json!({"name": "peek", "image": image, "env_file": secret.path()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    let body: Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("env_file") && !message.contains("HOST_SECRET_KEY"),
+        "{message}"
+    );
 
     create_ready(&client, request("taken")).await;
     let (status, response) = post(

@@ -3,66 +3,17 @@
 //! and traffic. Needs root, the loopback registry and /usr/bin/prometheus.
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::prometheus::{free_port, prometheus};
 use common::sbxd::{self, ALLOWED_ADDR, TestNet};
 use common::{Daemon, call, key};
 use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest, ResourceLimits};
 use sbx::shared::timestamp::now_unix;
 use serde_json::{Value, json};
 
-/// A Prometheus process with its own config and data dir, killed on drop.
-struct Prometheus {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 const SINK: &str = "import socket\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('0.0.0.0', 9000))\ns.listen()\nc, _ = s.accept()\nn = 0\nwhile True:\n    d = c.recv(65536)\n    if not d:\n        break\n    n += len(d)\nprint(n)\n";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn prometheus(port: u16, target: &str, token: &str) -> Prometheus {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: sbx\n    authorization:\n      type: Bearer\n      credentials: {token}\n    static_configs:\n      - targets: ['{target}']\n"
-        ),
-    )
-    .unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus (apt install prometheus)");
-    Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    }
-}
 
 async fn wait_until<F, Fut>(what: &str, limit: Duration, mut check: F)
 where

@@ -8,10 +8,66 @@ use serde::Serialize;
 use crate::daemon::error::ServiceError;
 use crate::shared::envelope::{DataEnvelope, ErrorCode};
 
-/// A JSON body (request) or a JSON payload wrapped in `{"data": …}` (response).
-#[derive(Debug, Clone, Copy, Default, FromRequest)]
-#[from_request(via(axum::Json), rejection(ServiceError))]
+/// A JSON body (request) or a JSON payload wrapped in `{"data": …}` (response). A number
+/// with no fractional part (`600.0`) is the integer it equals, as JSON Schema counts it.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
+
+impl<T, S> FromRequest<S> for Json<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ServiceError;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Self, ServiceError> {
+        let axum::Json(mut value) =
+            axum::Json::<serde_json::Value>::from_request(request, state).await?;
+        integral_numbers(&mut value);
+        if !value.is_object() {
+            return Err(ServiceError::unprocessable(
+                "the request body must be a JSON object",
+            ));
+        }
+        serde_path_to_error::deserialize(value)
+            .map(Json)
+            .map_err(|e| {
+                ServiceError::unprocessable(format!(
+                    "Failed to deserialize the JSON body into the target type: {e}"
+                ))
+            })
+    }
+}
+
+/// Rewrites every float with no fractional part that fits an integer as that integer, and an
+/// integer above `i64::MAX` as a float (every integer of the document is an `int64`).
+fn integral_numbers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+                if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
+                    // Exact: below 2^53 every integral f64 is an integer, which i64 holds.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let i = f as i64;
+                    *n = serde_json::Number::from(i);
+                }
+            } else if n.is_u64() && !n.is_i64() {
+                // Above int64: no integer field takes it (a float refuses itself there), and a
+                // key the type ignores stays ignored.
+                if let Some(f) = n.as_f64().and_then(serde_json::Number::from_f64) {
+                    *n = f;
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}
 
 impl<T: Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {
@@ -59,14 +115,24 @@ impl From<PathRejection> for ServiceError {
     }
 }
 
-/// Decodes an optional JSON body (pause, resume, GC): an empty body is the default value.
+/// Decodes an optional JSON body (pause, resume, GC): an empty body or `null` is the default
+/// value.
 pub fn optional_json<T: serde::de::DeserializeOwned + Default>(
     body: &axum::body::Bytes,
 ) -> Result<T, ServiceError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body)
+    let mut value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))?;
+    integral_numbers(&mut value);
+    if !(value.is_object() || value.is_null()) {
+        return Err(ServiceError::unprocessable(
+            "invalid JSON body: the request body must be a JSON object",
+        ));
+    }
+    serde_json::from_value::<Option<T>>(value)
+        .map(Option::unwrap_or_default)
         .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
 }
 

@@ -70,9 +70,14 @@ use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
         ErrorBody,
         ErrorCode,
         crate::shared::exec_stream::ExecStatus,
-        crate::shared::exec_stream::TermSize
+        crate::shared::exec_stream::TermSize,
+        // Formats that only parameters name (the derive registers those of bodies).
+        crate::shared::models::formats::DnsLabel,
+        crate::shared::models::formats::LabelSelector,
+        crate::shared::models::formats::SandboxPath,
+        crate::shared::models::formats::Timestamp
     )),
-    modifiers(&Security, &CommonErrors),
+    modifiers(&Security, &CommonErrors, &Constraints),
     security(("api_key" = []), ("bearer" = [])),
     tags(
         (name = "health", description = "Unauthenticated liveness, readiness and version"),
@@ -158,6 +163,16 @@ impl Modify for CommonErrors {
                     .request_body
                     .as_ref()
                     .is_some_and(|body| body.content.contains_key("application/json"));
+                let has_query =
+                    op.parameters.iter().flatten().any(|p| {
+                        matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Query)
+                    });
+                if has_query {
+                    add(
+                        "400",
+                        "A query parameter is missing, malformed or out of range",
+                    );
+                }
                 if json_body {
                     add("413", "The body exceeds 1 MiB");
                     add("415", "The body was not sent as application/json");
@@ -174,9 +189,93 @@ impl Modify for CommonErrors {
     }
 }
 
-/// `GET /api/v1/openapi.json`, unauthenticated.
-pub async fn serve() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+/// What the derive cannot say: lists without duplicates, and objects that refuse unknown keys
+/// (their decoders collect them and answer 400).
+struct Constraints;
+
+/// `(schema, property)` lists the server refuses duplicates in.
+const UNIQUE_LISTS: [(&str, &str); 4] = [
+    ("TenantSpec", "namespaces"),
+    ("TenantSpec", "nodes"),
+    ("TenantSpecPatch", "namespaces"),
+    ("TenantSpecPatch", "nodes"),
+];
+
+/// Objects whose unknown keys are a 400.
+const CLOSED_OBJECTS: [&str; 3] = ["ResourceLimits", "RestoreOverrides", "InstallRequest"];
+
+impl Modify for Constraints {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{AdditionalProperties, Schema};
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        for (name, property) in UNIQUE_LISTS {
+            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(name) {
+                if let Some(RefOr::T(Schema::Array(array))) = object.properties.get_mut(property) {
+                    array.unique_items = true;
+                }
+            }
+        }
+        for name in CLOSED_OBJECTS {
+            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(name) {
+                object.additional_properties =
+                    Some(Box::new(AdditionalProperties::FreeForm(false)));
+            }
+        }
+    }
+}
+
+/// `GET /api/v1/openapi.json`, unauthenticated: the document, said for this deployment (its
+/// backends, its longest exec time-out).
+pub async fn serve(
+    axum::extract::State(state): axum::extract::State<crate::daemon::state::AppState>,
+) -> Json<utoipa::openapi::OpenApi> {
+    let mut document = ApiDoc::openapi();
+    let max_exec = state.sandboxes.max_exec_timeout().as_secs();
+    for_deployment(&mut document, state.sandboxes.backends(), max_exec);
+    Json(document)
+}
+
+/// Narrows the generic document to one deployment: `backend` lists its backends and the exec
+/// time-outs say its maximum.
+fn for_deployment(document: &mut utoipa::openapi::OpenApi, backends: &[&str], max_exec: u64) {
+    use utoipa::openapi::schema::Schema;
+    let Some(components) = document.components.as_mut() else {
+        return;
+    };
+    if let Some(RefOr::T(Schema::Object(object))) =
+        components.schemas.get_mut("CreateSandboxRequest")
+    {
+        if let Some(RefOr::T(Schema::Object(backend))) = object.properties.get_mut("backend") {
+            let mut values: Vec<serde_json::Value> = backends
+                .iter()
+                .map(|b| serde_json::Value::from(*b))
+                .collect();
+            values.push(serde_json::Value::Null);
+            backend.enum_values = Some(values);
+        }
+    }
+    if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut("ExecRequest") {
+        if let Some(RefOr::T(Schema::Object(timeout))) =
+            object.properties.get_mut("timeout_seconds")
+        {
+            timeout.maximum = Some(utoipa::Number::UInt(max_exec as usize));
+        }
+    }
+    let stream = document
+        .paths
+        .paths
+        .get_mut("/api/v1/sandboxes/{name}/exec/stream");
+    if let Some(operation) = stream.and_then(|item| item.get.as_mut()) {
+        for parameter in operation.parameters.iter_mut().flatten() {
+            if parameter.name == "timeout_seconds" {
+                if let Some(RefOr::T(Schema::Object(schema))) = parameter.schema.as_mut() {
+                    schema.maximum = Some(utoipa::Number::UInt(max_exec as usize));
+                }
+            }
+        }
+    }
 }
 
 /// The document as checked in: pretty JSON with a trailing newline.

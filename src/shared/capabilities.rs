@@ -25,6 +25,51 @@ pub const DEFAULT_CAPS: [&str; 14] = [
     "AUDIT_WRITE",
 ];
 
+/// Every capability name `parse_capability` knows, as the API document lists them.
+pub const NAMES: [&str; 41] = [
+    "AUDIT_CONTROL",
+    "AUDIT_READ",
+    "AUDIT_WRITE",
+    "BLOCK_SUSPEND",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "KILL",
+    "LEASE",
+    "LINUX_IMMUTABLE",
+    "MAC_ADMIN",
+    "MAC_OVERRIDE",
+    "MKNOD",
+    "NET_ADMIN",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_RAW",
+    "PERFMON",
+    "SETGID",
+    "SETFCAP",
+    "SETPCAP",
+    "SETUID",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_CHROOT",
+    "SYS_MODULE",
+    "SYS_NICE",
+    "SYS_PACCT",
+    "SYS_PTRACE",
+    "SYS_RAWIO",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "SYSLOG",
+    "WAKE_ALARM",
+];
+
 /// Parses a capability name with or without `CAP_`, any case.
 pub fn parse_capability(name: &str) -> Result<Capability, String> {
     let upper = name.trim().to_ascii_uppercase();
@@ -71,6 +116,15 @@ pub fn capability_set(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_listed_name_parses_and_the_list_is_whole() {
+        for name in NAMES {
+            parse_capability(name).expect(name);
+        }
+        // The document's enum must not miss one: oci-spec's list has this many.
+        assert_eq!(NAMES.len(), 41);
+    }
 
     fn names(set: &[Capability]) -> Vec<String> {
         let mut v: Vec<String> = set.iter().map(|c| c.to_string()).collect();

@@ -52,6 +52,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     }
     let overflow = || DurationError::Overflow(input.to_string());
     if input.bytes().all(|b| b.is_ascii_digit()) {
+        if input.len() > MAX_SECONDS_DIGITS {
+            return Err(overflow());
+        }
         return input
             .parse::<u64>()
             .map(Duration::from_secs)
@@ -90,6 +93,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             return Err(DurationError::UnitOrder(input.to_string()));
         }
         last_rank = rank;
+        if digits.len() > MAX_UNIT_DIGITS {
+            return Err(overflow());
+        }
         let amount: u64 = digits.parse().map_err(|_| overflow())?;
         total = amount
             .checked_mul(seconds_per_unit)
@@ -155,11 +161,18 @@ pub fn parse_age(input: &str) -> Result<u64, DurationError> {
         .ok_or_else(|| DurationError::Overflow(input.to_string()))
 }
 
+/// Digits of a bare number of seconds, and of each number before a unit: the bounds the API
+/// document's pattern states (well inside `u64` seconds).
+const MAX_SECONDS_DIGITS: usize = 18;
+const MAX_UNIT_DIGITS: usize = 12;
+
+/// The text form's syntax, as the API document states it.
+pub const DURATION_PATTERN: &str = "^([0-9]{1,18}|[0-9]{1,12}d([0-9]{1,12}h)?([0-9]{1,12}m)?([0-9]{1,12}s)?|[0-9]{1,12}h([0-9]{1,12}m)?([0-9]{1,12}s)?|[0-9]{1,12}m([0-9]{1,12}s)?|[0-9]{1,12}s)$";
+
 /// A duration as given in a JSON body: either a string such as `"10m"` or an integer number of seconds such as `600`.
 // The original form is kept so it can be echoed back; `to_duration` checks and converts it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
-#[schema(example = "10m")]
 pub enum DurationValue {
     /// Duration text: `45s`, `10m`, `2h`, `1d`, `1h30m` or digits meaning seconds.
     Text(String),
@@ -168,14 +181,40 @@ pub enum DurationValue {
 }
 
 impl DurationValue {
-    /// Converts to a `Duration`, failing when the text form does not parse.
+    /// Converts to a `Duration`, failing when the text form does not parse or the number is
+    /// above the document's maximum (`i64::MAX` seconds).
     pub fn to_duration(&self) -> Result<Duration, DurationError> {
         match self {
             DurationValue::Text(text) => parse_duration(text),
+            DurationValue::Seconds(secs) if i64::try_from(*secs).is_err() => {
+                Err(DurationError::Overflow(secs.to_string()))
+            }
             DurationValue::Seconds(secs) => Ok(Duration::from_secs(*secs)),
         }
     }
 }
+
+impl utoipa::PartialSchema for DurationValue {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        let text = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "Duration text: `45s`, `10m`, `2h`, `1d`, `1h30m` (units in that order) or digits meaning seconds.",
+            ))
+            .pattern(Some(DURATION_PATTERN));
+        let seconds = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Int64,
+            )))
+            .description(Some("Whole seconds."))
+            .minimum(Some(0));
+        OneOfBuilder::new().item(text).item(seconds).into()
+    }
+}
+
+impl utoipa::ToSchema for DurationValue {}
 
 impl fmt::Display for DurationValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::shared::envelope::ErrorBody;
+#[allow(unused_imports)] // named by `#[param(value_type = …)]`
+use crate::shared::models::formats::DnsLabel;
 
 /// The WebSocket subprotocol of the streaming exec.
 pub const SUBPROTOCOL: &str = "v1.exec.sbx.io";
@@ -206,11 +208,16 @@ pub fn pump(
 #[into_params(parameter_in = Query)]
 pub struct ExecStreamQuery {
     /// Namespace; `default` when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Shell command, run with `/bin/sh -c` (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(example = "sh")]
+    #[param(example = "sh", value_type = String, required = true, min_length = 1)]
     pub command: Option<String>,
     /// Run the command on a terminal (output on stdout only; resize frames apply).
     #[serde(default)]
@@ -220,12 +227,15 @@ pub struct ExecStreamQuery {
     pub stdin: bool,
     /// The terminal's initial columns (with `tty`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(maximum = 65535)]
     pub cols: Option<u16>,
     /// The terminal's initial rows (with `tty`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(maximum = 65535)]
     pub rows: Option<u16>,
     /// Seconds before the command is killed (exit code 124); no limit when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1)]
     pub timeout_seconds: Option<u64>,
 }
 

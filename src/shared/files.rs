@@ -2,6 +2,9 @@
 //! is there, and the rules a path follows.
 use serde::{Deserialize, Serialize};
 
+#[allow(unused_imports)] // named by `#[param(value_type = …)]`
+use crate::shared::models::formats::{DnsLabel, SandboxPath};
+
 /// Media type of the archives the file routes take and give.
 pub const TAR: &str = "application/x-tar";
 
@@ -19,12 +22,18 @@ pub struct TarArchive(pub Vec<u8>);
 #[into_params(parameter_in = Query)]
 pub struct FilesQuery {
     /// Namespace; `default` when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// An absolute path in the sandbox (`/work/src`); `..` is refused. Upload: the directory
     /// the archive is unpacked in. Download: the file or directory archived (under its own
     /// name). Stat: the path looked at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = SandboxPath, required = true)]
     pub path: Option<String>,
 }
 

@@ -111,6 +111,10 @@ impl Selector {
     /// Parses a selector; the error names the requirement it cannot read.
     pub fn parse(text: &str) -> Result<Selector, String> {
         let mut requirements = Vec::new();
+        if text.trim().is_empty() {
+            // As in Kubernetes, the empty selector selects everything.
+            return Ok(Selector(requirements));
+        }
         for part in text.split(',').map(str::trim) {
             if part.is_empty() {
                 return Err(format!("label selector '{text}' has an empty requirement"));
@@ -206,7 +210,12 @@ mod tests {
         assert_eq!(check("!tier"), (false, true));
         assert_eq!(check("team=ml, tier=gpu"), (true, false));
         assert_eq!(check("team=ml,tier=cpu"), (false, false));
-        for bad in ["", "team=ml,", "te am=x", "team=-x", "=x"] {
+        assert_eq!(
+            check(""),
+            (true, true),
+            "the empty selector selects everything"
+        );
+        for bad in ["team=ml,", "te am=x", "team=-x", "=x", ","] {
             assert!(Selector::parse(bad).is_err(), "{bad:?}");
         }
     }

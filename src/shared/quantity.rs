@@ -31,6 +31,11 @@ pub enum QuantityError {
         /// The unrecognised suffix.
         suffix: String,
     },
+    /// More digits than the API document's pattern allows.
+    #[error(
+        "quantity `{0}` has too many digits: at most 15 before the point (6 with T, P, E, Ti, Pi or Ei) and 6 after it"
+    )]
+    TooManyDigits(String),
     /// The value does not fit in 128 bits of milli-units.
     #[error("quantity `{0}` is too large")]
     Overflow(String),
@@ -54,6 +59,12 @@ enum Scale {
     /// Multiply by `2^n`.
     Binary(u32),
 }
+
+/// Digits before the point (with a suffix up to `G`/`Gi`, or none), with the larger suffixes,
+/// and after it: the bounds `formats::QuantityText` documents, well inside 128 bits.
+const MAX_INT_DIGITS: usize = 15;
+const MAX_BIG_INT_DIGITS: usize = 6;
+const MAX_FRAC_DIGITS: usize = 6;
 
 /// Decimal digits that fit into a `u128` power of ten.
 const MAX_POW10: i64 = 38;
@@ -83,6 +94,16 @@ impl Quantity {
         };
         if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
             return Err(invalid());
+        }
+        let exponent = suffix.starts_with(['e', 'E']) && !matches!(suffix, "E" | "Ei");
+        let big = matches!(suffix, "T" | "P" | "E" | "Ti" | "Pi" | "Ei");
+        let max_int = if big {
+            MAX_BIG_INT_DIGITS
+        } else {
+            MAX_INT_DIGITS
+        };
+        if !exponent && (int_part.len() > max_int || frac_part.len() > MAX_FRAC_DIGITS) {
+            return Err(QuantityError::TooManyDigits(input.to_string()));
         }
         // Trailing zeros after the point change nothing but would inflate the mantissa.
         let frac_part = frac_part.trim_end_matches('0');
@@ -315,10 +336,7 @@ mod tests {
         assert_eq!(millis(".5"), 500);
         assert_eq!(millis("2."), 2000);
         assert_eq!(millis("007"), 7000);
-        assert_eq!(
-            millis("1.2500000000000000000000000000000000000000000"),
-            1250
-        );
+        assert_eq!(millis("1.250000"), 1250);
     }
 
     #[test]
@@ -419,14 +437,27 @@ mod tests {
     }
 
     #[test]
-    fn rejects_overflow() {
+    fn rejects_more_digits_than_the_document_allows() {
         for text in [
-            "1e100",
-            "1e99999999999999999999",
+            "1.2500000",
+            "1234567890123456",
             "999999999999999999999999999999999999999999",
             "340282366920938463463374607431768211455",
-            "1000000000000000000Ei",
+            "1000000Ei",
+            "1000000T",
         ] {
+            assert!(
+                matches!(Quantity::parse(text), Err(QuantityError::TooManyDigits(_))),
+                "{text:?}"
+            );
+        }
+        assert_eq!(millis("123456789012345"), 123_456_789_012_345_000);
+        assert_eq!(millis("999999Ei"), 999_999 * (1u128 << 60) * 1000);
+    }
+
+    #[test]
+    fn rejects_overflow() {
+        for text in ["1e100", "1e99999999999999999999"] {
             assert!(
                 matches!(Quantity::parse(text), Err(QuantityError::Overflow(_))),
                 "{text:?}"

@@ -26,6 +26,10 @@ pub fn parse_timestamp(input: &str) -> Result<i64, TimestampError> {
         return Err(TimestampError::Empty);
     }
     if input.bytes().all(|b| b.is_ascii_digit()) {
+        // At most 11 digits (year 5138), as the API document says.
+        if input.len() > 11 {
+            return Err(TimestampError::OutOfRange(input.to_string()));
+        }
         let secs: i64 = input
             .parse()
             .map_err(|_| TimestampError::OutOfRange(input.to_string()))?;

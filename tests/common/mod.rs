@@ -4,6 +4,7 @@
 
 pub mod in_cluster;
 pub mod pools;
+pub mod prometheus;
 pub mod sbxd;
 
 use std::io::{BufRead, BufReader};

@@ -165,7 +165,7 @@ async fn snapshots_are_volume_snapshots() {
         None,
     )
     .await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 404, "{body}");
     assert!(
         body["error"]["message"]
             .as_str()

@@ -70,7 +70,9 @@ pub async fn list_images(
     request_body = PullImageRequest,
     responses(
         (status = 201, description = "The stored image", body = DataEnvelope<ImageRecord>),
-        (status = 400, description = "Missing or invalid reference, no such image, registry unreachable or refusing", body = ErrorEnvelope),
+        (status = 400, description = "Missing or invalid reference, or content the store cannot use", body = ErrorEnvelope),
+        (status = 404, description = "The registry has no such repository, tag, digest or platform", body = ErrorEnvelope),
+        (status = 503, description = "The registry cannot be reached, refuses access or sends bad content (`ServiceUnavailable`)", body = ErrorEnvelope),
     ))]
 pub async fn pull_image(
     State(state): State<AppState>,

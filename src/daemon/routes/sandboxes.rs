@@ -74,7 +74,7 @@ fn location(name: &str, namespace: &str) -> String {
         (status = 201, description = "Created; `Location` names the sandbox", body = DataEnvelope<CreateSandboxResponse>,
             headers(("Location" = String, description = "/api/v1/sandboxes/{name}?namespace={namespace}"))),
         (status = 400, description = "Validation failed: invalid limits, bad env file, name exists, …", body = ErrorEnvelope),
-        (status = 403, description = "Role or tenant quota (`QuotaExceeded`)", body = ErrorEnvelope),
+        (status = 403, description = "Role, tenant quota (`QuotaExceeded`), or an `env_file` named by a principal that is not operator or admin", body = ErrorEnvelope),
     ))]
 pub async fn create_sandbox(
     State(state): State<AppState>,
@@ -266,7 +266,15 @@ pub async fn exec_in_sandbox(
 /// (`{"exit_code": N}`, with `"timed_out": true` at the time limit, or `{"error": {"code",
 /// "message"}}`), then a close. A client that leaves first ends the command.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/exec/stream", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), ExecStreamQuery),
+    params(
+        ("name" = String, Path, description = "Sandbox name"),
+        ExecStreamQuery,
+        ("Connection" = String, Header, description = "`Upgrade`", pattern = "^Upgrade$"),
+        ("Upgrade" = String, Header, description = "`websocket`", pattern = "^websocket$"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`", pattern = "^13$"),
+        ("Sec-WebSocket-Key" = String, Header, description = "The client's nonce: 16 bytes in base64", pattern = "^[A-Za-z0-9+/]{21}[AQgw]==$"),
+        ("Sec-WebSocket-Protocol" = String, Header, description = "`v1.exec.sbx.io`", pattern = "^v1\\.exec\\.sbx\\.io$"),
+    ),
     responses(
         (status = 101, description = "Switching to the WebSocket of the command's streams"),
         (status = 400, description = "Not a WebSocket upgrade, missing `command`, bad `cols`/`rows` or `timeout_seconds`", body = ErrorEnvelope),
@@ -304,8 +312,7 @@ pub async fn exec_stream(
     responses(
         (status = 200, description = "Log text: one JSON snapshot, or with `follow=true` plain text streamed (chunked) from the last `tail` lines until the sandbox stops or the client leaves",
             content((DataEnvelope<LogsResponse> = "application/json"), (String = "text/plain"))),
-        (status = 400, description = "Unknown container", body = ErrorEnvelope),
-        (status = 404, description = "No sandbox of this name in the namespace", body = ErrorEnvelope),
+        (status = 404, description = "No sandbox of this name in the namespace, or no such container in it", body = ErrorEnvelope),
     ))]
 pub async fn sandbox_logs(
     State(state): State<AppState>,
@@ -420,6 +427,7 @@ pub async fn fork_sandbox(
         (status = 201, description = "Snapshot taken; `Location` names it", body = DataEnvelope<CreateSnapshotResponse>,
             headers(("Location" = String, description = "/api/v1/snapshots/{name}?namespace={namespace}"))),
         (status = 400, description = "Missing `snapshot_name`", body = ErrorEnvelope),
+        (status = 404, description = "No such sandbox", body = ErrorEnvelope),
         (status = 409, description = "The snapshot name exists in the namespace", body = ErrorEnvelope),
     ))]
 pub async fn snapshot_sandbox(

@@ -22,6 +22,7 @@ pub fn router() -> Router<AppState> {
     responses(
         (status = 200, description = "Usage rows", body = DataEnvelope<UsageResponse>),
         (status = 400, description = "Bad range or grouping, or `metering.metricsUrl` is not configured", body = ErrorEnvelope),
+        (status = 404, description = "No such tenant", body = ErrorEnvelope),
         (status = 502, description = "The metrics server is unreachable (`MetricsUnavailable`)", body = ErrorEnvelope),
     ))]
 pub async fn usage(

@@ -11,7 +11,8 @@ use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::Lifetime;
 use crate::shared::exec_stream::{ExecSession, Frame};
 use crate::shared::models::sandbox::{
-    CreateSandboxRequest, MIN_LIFETIME_SECONDS, Sandbox, SandboxPatch, SandboxStatus,
+    CreateSandboxRequest, MAX_LIFETIME_SECONDS, MIN_LIFETIME_SECONDS, Sandbox, SandboxPatch,
+    SandboxStatus,
 };
 use crate::shared::timestamp::{now_unix, parse_timestamp};
 
@@ -21,11 +22,12 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How often an open stream counts as activity.
 const STREAM_ACTIVITY_EVERY: Duration = Duration::from_secs(5);
 
-/// A `ttl_seconds` or `idle_timeout_seconds` at or above the minimum.
+/// A `ttl_seconds` or `idle_timeout_seconds` between the minimum and the maximum.
 fn at_least_minimum(field: &str, seconds: u64) -> ServiceResult<u64> {
-    if seconds < MIN_LIFETIME_SECONDS {
+    if !(MIN_LIFETIME_SECONDS..=MAX_LIFETIME_SECONDS).contains(&seconds) {
         return Err(ServiceError::bad_request(format!(
-            "{field} must be at least {MIN_LIFETIME_SECONDS} seconds"
+            "{field} must be at least {MIN_LIFETIME_SECONDS} seconds and at most \
+             {MAX_LIFETIME_SECONDS} (ten years)"
         )));
     }
     Ok(seconds)

@@ -406,6 +406,15 @@ impl Metering {
                 METRICS_URL_KEY
             )));
         };
+        // Nothing is used before 1970 or after now: the window shrinks to what can hold usage
+        // (and stays within the durations the metrics server takes).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let (from, to) = (from.max(0), to.min(now));
+        if from > to {
+            return Ok(Vec::new());
+        }
         let window = (to - from).max(1);
         let by: Vec<&str> = group.iter().map(|g| g.as_str()).collect();
         let selector = match tenant {

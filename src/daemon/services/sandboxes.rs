@@ -565,6 +565,17 @@ impl SandboxService {
         principal: &Principal,
         request: &CreateSandboxRequest,
     ) -> ServiceResult<NewSandbox> {
+        if request.env_file.is_some() {
+            // The file is read by the service, on its own host: never for a tenant's key.
+            principal
+                .require_cluster_role(crate::shared::models::identity::Role::Operator)
+                .map_err(|_| {
+                    ServiceError::forbidden(
+                        "`env_file` makes the service read a file on its own host: only operator \
+                         and admin principals may name one; send the variables in `env`",
+                    )
+                })?;
+        }
         let mut new = self.validate_create(request)?;
         self.tenants
             .require(principal, &new.namespace, Need::Write)
@@ -705,6 +716,16 @@ impl SandboxService {
             .await?;
         self.touch_later(namespace, name);
         Ok(result)
+    }
+
+    /// The backends this deployment runs (the first is the default).
+    pub fn backends(&self) -> &'static [&'static str] {
+        self.sandboxes.backends()
+    }
+
+    /// The longest exec time-out a request may ask for.
+    pub fn max_exec_timeout(&self) -> Duration {
+        self.sandboxes.max_exec_timeout()
     }
 
     /// `timeout_seconds` of an exec, checked against the service's maximum.

@@ -1,5 +1,8 @@
 //! Identity wire types: roles, API keys, whoami, OIDC discovery and role bindings.
 use serde::{Deserialize, Serialize};
+
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::{DnsLabel, KeyName, NodeName, NonBlank};
 use utoipa::ToSchema;
 
 /// A principal's role. `read-only` and `user` are scoped to a tenant; `operator` and `admin`
@@ -64,23 +67,28 @@ impl std::str::FromStr for Role {
 pub struct CreateKeyRequest {
     /// Required. Human label; several keys may share it.
     #[serde(default)]
+    #[schema(value_type = KeyName, required = true)]
     pub name: Option<String>,
     /// Required. One of `read-only`, `user`, `operator`, `admin`.
     #[serde(default)]
-    #[schema(value_type = Option<Role>)]
+    #[schema(value_type = Role, required = true)]
     pub role: Option<String>,
     /// Tenant of a `read-only` or `user` key (required in production mode); forbidden for
     /// `operator` and `admin`; must exist.
     #[serde(default)]
+    #[schema(value_type = Option<DnsLabel>)]
     pub tenant: Option<String>,
     /// Required. Days until the key expires; a positive integer.
     #[serde(default)]
+    #[schema(value_type = i64, required = true, minimum = 1, maximum = 36500)]
     pub expires_days: Option<i64>,
     /// Narrows the key to these namespaces inside its tenant.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<DnsLabel>>)]
     pub namespaces: Option<Vec<String>>,
     /// Cluster node names where the key may place sandboxes.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<NodeName>>)]
     pub nodes: Option<Vec<String>>,
 }
 
@@ -165,18 +173,22 @@ pub struct OidcDiscovery {
 pub struct RoleBinding {
     /// Matches an OIDC group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<NonBlank>)]
     pub group: Option<String>,
     /// Matches an OIDC username.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<NonBlank>)]
     pub user: Option<String>,
     /// Matches an OIDC `sub`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<NonBlank>)]
     pub subject: Option<String>,
     /// The role granted.
     #[schema(value_type = Role)]
     pub role: String,
     /// The tenant of a tenant role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub tenant: Option<String>,
 }
 
@@ -185,10 +197,11 @@ pub struct RoleBinding {
 pub struct RoleBindings {
     /// The bindings; several matches combine as the highest role per tenant plus the highest
     /// cluster role.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::shared::models::objects::list")]
     pub bindings: Vec<RoleBinding>,
     /// OIDC `sub`s or usernames blocked from the next request on.
     #[serde(default)]
+    #[schema(value_type = Vec<NonBlank>)]
     pub deny_subjects: Vec<String>,
 }
 

@@ -3,6 +3,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::ImageReference;
+
 /// Content type of the body of `POST /api/v1/images/import`: an OCI image-layout tar.
 pub const IMPORT_CONTENT_TYPE: &str = crate::shared::files::TAR;
 
@@ -43,7 +46,7 @@ pub struct PullImageRequest {
     /// `127.0.0.1:5000/team/app:1`. Registries are reached over HTTPS unless listed as
     /// insecure in the daemon's configuration.
     #[serde(default)]
-    #[schema(example = "busybox:latest")]
+    #[schema(example = "busybox:latest", value_type = ImageReference, required = true)]
     pub reference: Option<String>,
 }
 

@@ -4,11 +4,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::NodeName;
+
 /// Body of `POST /api/v1/install`: exactly `{"nodes": [...]}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct InstallRequest {
     /// Cluster node names to install (required, at least one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Vec<NodeName>, required = true, min_items = 1)]
     pub nodes: Option<Vec<String>>,
     /// Any other key (`playbook`, `image`, `inventory`, `config`, …); rejected by [`InstallRequest::validate`].
     #[serde(flatten)]

@@ -4,6 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::DnsLabel;
+
 use crate::shared::models::sandbox::require_field;
 
 /// Data of `GET /api/v1/nodes/storage`: one [`NodeStorageEntry`] per node name, every node present.
@@ -89,6 +92,7 @@ pub enum NodeStorageEntry {
 pub struct DedicateRequest {
     /// Tenant to dedicate the node to (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub tenant: Option<String>,
 }
 

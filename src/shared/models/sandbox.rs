@@ -5,6 +5,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::models::DEFAULT_NAMESPACE;
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::{
+    CapabilityName, Cidr, DnsLabel, DroppedCapability, Entrypoint, EnvMap, ImageReference,
+    LabelMap, LabelSelector, QuantityText, Word,
+};
 use crate::shared::quantity::Quantity;
 
 /// Container whose logs are read when the logs query names none.
@@ -105,6 +110,8 @@ pub struct Sandbox {
 
 /// The shortest `ttl_seconds` or `idle_timeout_seconds`.
 pub const MIN_LIFETIME_SECONDS: u64 = 10;
+/// The longest (ten years): a deadline must stay a date.
+pub const MAX_LIFETIME_SECONDS: u64 = 315_360_000;
 
 /// Body of `PATCH /api/v1/sandboxes/{name}` (sbx extension): an absent field is kept, `null`
 /// removes the setting, a number sets it.
@@ -117,7 +124,7 @@ pub struct SandboxPatch {
         deserialize_with = "crate::shared::models::tenant::double_option",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<u64>)]
+    #[schema(value_type = Option<u64>, minimum = 10, maximum = 315_360_000)]
     pub ttl_seconds: Option<Option<u64>>,
     /// Pause it after this many seconds without an exec, stream or file transfer (at least
     /// 10); `null`: never.
@@ -126,7 +133,7 @@ pub struct SandboxPatch {
         deserialize_with = "crate::shared::models::tenant::double_option",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<u64>)]
+    #[schema(value_type = Option<u64>, minimum = 10, maximum = 315_360_000)]
     pub idle_timeout_seconds: Option<Option<u64>>,
 }
 
@@ -135,11 +142,11 @@ pub struct SandboxPatch {
 pub struct ResourceLimits {
     /// CPU, e.g. `500m` or `2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(example = "500m")]
+    #[schema(example = "500m", value_type = Option<QuantityText>)]
     pub cpu: Option<String>,
     /// Memory, e.g. `512Mi` or `2Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(example = "512Mi")]
+    #[schema(example = "512Mi", value_type = Option<QuantityText>)]
     pub memory: Option<String>,
     /// Ephemeral storage, e.g. `10Gi`.
     #[serde(
@@ -147,7 +154,7 @@ pub struct ResourceLimits {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(example = "10Gi")]
+    #[schema(example = "10Gi", value_type = Option<QuantityText>)]
     pub ephemeral_storage: Option<String>,
     /// Any other key; rejected by [`ResourceLimits::parse`].
     #[serde(flatten)]
@@ -197,25 +204,34 @@ impl ResourceLimits {
 pub struct CreateSandboxRequest {
     /// Sandbox name (required), a DNS-1123 label unique in the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub name: Option<String>,
     /// Container image reference (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = ImageReference, required = true)]
     pub image: Option<String>,
     /// Namespace; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
-    /// Path on the API host of an env file, injected as a Secret.
+    /// Path on the API host of an env file, injected as a Secret. Operator and admin
+    /// principals only (403 otherwise: the service reads it on its own host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_file: Option<String>,
     /// Shell commands run before the container is marked Ready; none when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_script: Option<String>,
     /// Limits (and requests): `cpu`, `memory`, `ephemeral-storage`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub limits: Option<ResourceLimits>,
     /// Egress CIDRs: absent or null = unrestricted; `[]` = no egress at all; a list = only
     /// those CIDRs, plus DNS to the platform's resolver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Cidr>>, max_items = 1024)]
     pub egress_whitelist: Option<Vec<String>>,
     /// Run the pod with UID, GID and FSGroup 65532.
     #[serde(default)]
@@ -225,9 +241,11 @@ pub struct CreateSandboxRequest {
     pub container_non_root: bool,
     /// Capabilities to drop; the default policy drops `ALL`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<DroppedCapability>>)]
     pub cap_drop: Option<Vec<String>>,
     /// Capabilities to add back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<CapabilityName>>)]
     pub cap_add: Option<Vec<String>>,
     /// Backend to run on (e.g. `kata-qemu-longhorn`, `sbxd`); the platform default when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,25 +253,31 @@ pub struct CreateSandboxRequest {
     /// Environment variables (sbx extension), over those of `env_file`. Kept as a Secret on
     /// Kubernetes; never logged and never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<EnvMap>)]
     pub env: Option<BTreeMap<String, String>>,
     /// Replaces the image's entrypoint (sbx extension); as in Kubernetes' `command`, the
     /// image's cmd is dropped too unless `cmd` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Entrypoint>)]
     pub entrypoint: Option<Vec<String>>,
     /// Replaces the image's cmd (sbx extension), Kubernetes' `args`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Word>>)]
     pub cmd: Option<Vec<String>>,
     /// Labels (sbx extension), Kubernetes' syntax; the prefixes `sbx.io`, `kubernetes.io` and
     /// `k8s.io` are reserved. Shown by get and list, and selected by `label_selector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<LabelMap>)]
     pub labels: Option<BTreeMap<String, String>>,
     /// Delete the sandbox this many seconds after its create (sbx extension; at least 10, at
     /// most its tenant's `limits.maxTtlSeconds`, which is also the default when set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 10, maximum = 315_360_000)]
     pub ttl_seconds: Option<u64>,
     /// Pause the sandbox after this many seconds without an exec, stream or file transfer
     /// (sbx extension; at least 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 10, maximum = 315_360_000)]
     pub idle_timeout_seconds: Option<u64>,
 }
 
@@ -311,10 +335,11 @@ pub struct DeleteAllResponse {
 pub struct ExecRequest {
     /// Shell command (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(example = "echo hello")]
+    #[schema(example = "echo hello", value_type = String, required = true, min_length = 1)]
     pub command: Option<String>,
     /// Seconds before the command is killed (exit code 124, `timed_out`); 300 when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -357,7 +382,13 @@ fn default_log_tail() -> u64 {
 #[into_params(parameter_in = Query)]
 pub struct LogsQuery {
     /// Namespace; `default` when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Container to read.
     #[serde(default = "default_log_container")]
@@ -365,12 +396,18 @@ pub struct LogsQuery {
     #[schema(default = "sandbox")]
     pub container: String,
     /// Trailing lines to return.
-    #[serde(default = "default_log_tail")]
+    #[serde(
+        default = "default_log_tail",
+        deserialize_with = "crate::shared::models::formats::int64_param"
+    )]
     #[param(default = 200)]
     #[schema(default = 200)]
     pub tail: u64,
     /// Only lines from the last this many seconds; 0 = no filter.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::int64_param"
+    )]
     #[param(default = 0)]
     #[schema(default = 0)]
     pub since: u64,
@@ -406,9 +443,11 @@ pub struct LogsResponse {
 pub struct PauseRequest {
     /// Namespace; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Name of a `pause` snapshot of the root disk to take (kata-qemu-longhorn only); none when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub snapshot: Option<String>,
 }
 
@@ -417,6 +456,7 @@ pub struct PauseRequest {
 pub struct ResumeRequest {
     /// Namespace; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
 }
 
@@ -425,12 +465,15 @@ pub struct ResumeRequest {
 pub struct ForkRequest {
     /// Name of the new sandbox (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub new_name: Option<String>,
     /// Namespace of source and clone; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Name of the intermediate snapshot, kept as a `named` snapshot; generated and deleted when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub snapshot: Option<String>,
     /// sbx extension (sbxd): the clone continues from the source's running processes and
     /// their memory (CRIU checkpoint, source left running), not only its files. 400 with the
@@ -464,9 +507,11 @@ pub struct ForkResponse {
 pub struct CreateSnapshotRequest {
     /// Name of the `named` snapshot to create (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub snapshot_name: Option<String>,
     /// Namespace; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
 }
 
@@ -510,7 +555,13 @@ pub struct SandboxMetrics {
 #[into_params(parameter_in = Query)]
 pub struct SandboxListQuery {
     /// Namespace; `default` when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// List every namespace the caller may see instead.
     #[serde(default)]
@@ -518,6 +569,8 @@ pub struct SandboxListQuery {
     /// Only sandboxes whose labels match (sbx extension): `key=value`, `key!=value`, `key`,
     /// `!key`, comma-separated, all to match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<LabelSelector>)]
+    #[schema(value_type = Option<LabelSelector>)]
     pub label_selector: Option<String>,
 }
 

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::duration::DurationValue;
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::{DnsLabel, ImageReference, QuantityText};
 use crate::shared::models::sandbox::{ResourceLimits, namespace_or_default, require_field};
 use crate::shared::quantity::Quantity;
 
@@ -118,16 +120,30 @@ pub struct Snapshot {
 #[into_params(parameter_in = Query)]
 pub struct SnapshotListQuery {
     /// Namespace; `default` when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// List every namespace the caller may see instead.
     #[serde(default)]
     pub all_namespaces: bool,
     /// Only snapshots of this sandbox.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::shared::models::formats::sandbox_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(value_type = Option<DnsLabel>)]
+    #[schema(value_type = Option<DnsLabel>)]
     pub sandbox: Option<String>,
     /// Only snapshots of this kind: `pause`, `fork` or `named`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<SnapshotKind>)]
+    #[schema(value_type = Option<SnapshotKind>)]
     pub kind: Option<String>,
 }
 
@@ -150,18 +166,25 @@ impl SnapshotListQuery {
 pub struct RestoreOverrides {
     /// Container image reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<ImageReference>)]
     pub image: Option<String>,
     /// Backend; restore supports only `kata-qemu-longhorn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     /// Root disk size as a quantity, e.g. `20Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub root_disk_size: Option<String>,
     /// Sidecar: `dind` or `none` (`docker` is a deprecated alias of `dind`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^(dind|none|docker)$")]
     pub sidecar: Option<String>,
     /// Resource limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub limits: Option<ResourceLimits>,
     /// Container entrypoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,12 +242,18 @@ impl RestoreOverrides {
 pub struct RestoreRequest {
     /// Name of the new sandbox (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub new_sandbox_name: Option<String>,
     /// Namespace of the snapshot and the new sandbox; `default` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Settings that win over the snapshot's annotations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub overrides: Option<RestoreOverrides>,
     /// Keep the source snapshot (default true); false deletes it once the new sandbox is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,7 +296,11 @@ pub struct RestoreResponse {
 #[serde(default)]
 pub struct GcRequest {
     /// Namespace to sweep; `default` when omitted.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        deserialize_with = "crate::shared::models::formats::namespace_param",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<DnsLabel>)]
     pub namespace: Option<String>,
     /// Sweep every namespace the caller may see instead.
     pub all_namespaces: bool,

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
+use crate::shared::models::formats::{DnsLabel, NodeName, QuantityText};
+
 use crate::shared::models::sandbox::{DeleteResult, require_field};
 use crate::shared::quantity::Quantity;
 
@@ -18,12 +21,15 @@ pub const TENANT_KIND: &str = "Tenant";
 pub struct SizeSpec {
     /// CPU quantity, e.g. `1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub cpu: Option<String>,
     /// Memory quantity, e.g. `2Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub memory: Option<String>,
     /// Root disk quantity, e.g. `20Gi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub disk: Option<String>,
 }
 
@@ -38,15 +44,19 @@ pub struct TenantQuotas {
     pub sandboxes: Option<u64>,
     /// Total vCPU quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub vcpu: Option<String>,
     /// Total memory quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub memory: Option<String>,
     /// Total disk quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub disk: Option<String>,
     /// Total volume-snapshot storage quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub snapshot_storage: Option<String>,
 }
 
@@ -57,9 +67,11 @@ pub struct TenantQuotas {
 pub struct MaxSandboxSize {
     /// CPU quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub cpu: Option<String>,
     /// Memory quantity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub memory: Option<String>,
 }
 
@@ -71,9 +83,11 @@ pub struct MaxSandboxSize {
 pub struct NetworkLimits {
     /// Egress bits per second, e.g. `100M`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub egress_bps: Option<String>,
     /// Ingress bits per second, e.g. `100M`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<QuantityText>)]
     pub ingress_bps: Option<String>,
 }
 
@@ -84,19 +98,33 @@ pub struct NetworkLimits {
 #[serde(rename_all = "camelCase")]
 pub struct TenantLimits {
     /// Largest sandbox size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub max_sandbox_size: Option<MaxSandboxSize>,
     /// Network bandwidth limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub network: Option<NetworkLimits>,
     /// Disk I/O limits: accepted by the schema, enforced by no backend.
-    #[serde(rename = "diskIO", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "diskIO",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     #[schema(value_type = Option<Object>)]
     #[schemars(schema_with = "free_form_object")]
     pub disk_io: Option<serde_json::Value>,
     /// The longest a sandbox may live, seconds (sbx extension): the `ttl_seconds` of a create
     /// that names none, and the most one may name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 10, maximum = 315_360_000)]
     pub max_ttl_seconds: Option<u64>,
 }
 
@@ -114,18 +142,32 @@ pub struct TenantSpec {
     /// Namespaces owned by the tenant (required, at least one).
     // Defaults to empty on decoding so that a missing list is a 400 from `validate`, not a 422.
     #[serde(default)]
+    #[schema(value_type = Vec<DnsLabel>, required = true, min_items = 1)]
     pub namespaces: Vec<String>,
     /// Cluster nodes the tenant's sandboxes are confined to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<NodeName>>)]
     pub nodes: Option<Vec<String>>,
     /// Size for creates that name no limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub default_size: Option<SizeSpec>,
     /// Tenant-wide quotas.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub quotas: Option<TenantQuotas>,
     /// Per-sandbox limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
     pub limits: Option<TenantLimits>,
 }
 
@@ -142,6 +184,12 @@ impl TenantSpec {
             }
             if self.namespaces[..i].contains(ns) {
                 return Err(format!("`spec.namespaces` lists `{ns}` twice"));
+            }
+        }
+        let nodes = self.nodes.as_deref().unwrap_or_default();
+        for (i, node) in nodes.iter().enumerate() {
+            if nodes[..i].contains(node) {
+                return Err(format!("`spec.nodes` lists `{node}` twice"));
             }
         }
         let check = |field: &str, value: &Option<String>| -> Result<(), String> {
@@ -173,8 +221,14 @@ impl TenantSpec {
                 check("limits.network.ingressBps", &network.ingress_bps)?;
             }
             let min = crate::shared::models::sandbox::MIN_LIFETIME_SECONDS;
-            if limits.max_ttl_seconds.is_some_and(|t| t < min) {
-                return Err(format!("limits.maxTtlSeconds must be at least {min}"));
+            let max = crate::shared::models::sandbox::MAX_LIFETIME_SECONDS;
+            if limits
+                .max_ttl_seconds
+                .is_some_and(|t| !(min..=max).contains(&t))
+            {
+                return Err(format!(
+                    "limits.maxTtlSeconds must be at least {min} and at most {max}"
+                ));
             }
         }
         Ok(())
@@ -262,9 +316,15 @@ impl Tenant {
 pub struct CreateTenantRequest {
     /// Tenant name (required), a DNS-1123 label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = DnsLabel, required = true)]
     pub name: Option<String>,
     /// Desired state (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::shared::models::objects::optional"
+    )]
+    #[schema(value_type = TenantSpec, required = true)]
     pub spec: Option<TenantSpec>,
 }
 
@@ -306,7 +366,7 @@ pub struct TenantSpecPatch {
         deserialize_with = "double_option",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Vec<DnsLabel>, required = false, min_items = 1)]
     pub namespaces: Option<Option<Vec<String>>>,
     /// New node list, or null to remove it.
     #[serde(
@@ -314,12 +374,12 @@ pub struct TenantSpecPatch {
         deserialize_with = "double_option",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<NodeName>>)]
     pub nodes: Option<Option<Vec<String>>>,
     /// New default size, or null to remove it.
     #[serde(
         default,
-        deserialize_with = "double_option",
+        deserialize_with = "crate::shared::models::objects::patch",
         skip_serializing_if = "Option::is_none"
     )]
     #[schema(value_type = Option<SizeSpec>)]
@@ -327,7 +387,7 @@ pub struct TenantSpecPatch {
     /// New quotas, or null to remove them.
     #[serde(
         default,
-        deserialize_with = "double_option",
+        deserialize_with = "crate::shared::models::objects::patch",
         skip_serializing_if = "Option::is_none"
     )]
     #[schema(value_type = Option<TenantQuotas>)]
@@ -335,7 +395,7 @@ pub struct TenantSpecPatch {
     /// New limits, or null to remove them.
     #[serde(
         default,
-        deserialize_with = "double_option",
+        deserialize_with = "crate::shared::models::objects::patch",
         skip_serializing_if = "Option::is_none"
     )]
     #[schema(value_type = Option<TenantLimits>)]
@@ -377,7 +437,7 @@ impl TenantSpecPatch {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PatchTenantRequest {
     /// Sections to replace or remove; an empty or absent spec changes nothing.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::shared::models::objects::required")]
     pub spec: TenantSpecPatch,
 }
 

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+#[allow(unused_imports)] // named by `#[param(value_type = …)]`
+use crate::shared::models::formats::{DnsLabel, Timestamp};
 use crate::shared::models::sandbox::require_field;
 use crate::shared::timestamp::parse_timestamp;
 
@@ -80,18 +82,22 @@ pub fn parse_group_by(input: &str) -> Result<Vec<GroupKey>, String> {
 pub struct UsageQuery {
     /// Start (required): unix seconds or RFC 3339 with an offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(example = "2026-11-01T00:00:00Z")]
+    #[param(example = "2026-11-01T00:00:00Z", value_type = Timestamp, required = true)]
     pub from: Option<String>,
-    /// End (required): unix seconds or RFC 3339 with an offset.
+    /// End (required, not before `from`): unix seconds or RFC 3339 with an offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(example = "1795600800")]
+    #[param(example = "1795600800", value_type = Timestamp, required = true)]
     pub to: Option<String>,
     /// Tenant; a tenant-scoped caller may name only its own, operator and admin may omit it for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<DnsLabel>)]
     pub tenant: Option<String>,
-    /// Comma-separated subset of `tenant`, `namespace`, `backend`, `state`.
+    /// Comma-separated subset of `tenant`, `namespace`, `backend`, `state`, each at most once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(example = "tenant,backend")]
+    #[param(
+        example = "tenant,backend",
+        pattern = "^((tenant|namespace|backend|state)(,(tenant|namespace|backend|state))*)?$"
+    )]
     pub group_by: Option<String>,
 }
 

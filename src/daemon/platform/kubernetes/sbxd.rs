@@ -299,7 +299,7 @@ impl KubernetesPlatform {
     ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
         let (namespace, name) = names_of(record);
         if container != "sandbox" {
-            return Err(PlatformError::Invalid(format!(
+            return Err(PlatformError::NotFound(format!(
                 "sandbox '{name}' has no container '{container}': an sbxd sandbox has one, `sandbox`"
             )));
         }
@@ -324,7 +324,7 @@ impl KubernetesPlatform {
     ) -> PlatformResult<String> {
         let (namespace, name) = names_of(record);
         if container != "sandbox" {
-            return Err(PlatformError::Invalid(format!(
+            return Err(PlatformError::NotFound(format!(
                 "sandbox '{name}' has no container '{container}': an sbxd sandbox has one, `sandbox`"
             )));
         }

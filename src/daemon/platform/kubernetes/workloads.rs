@@ -542,7 +542,7 @@ impl KubernetesPlatform {
             .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
             .collect();
         if !containers.iter().any(|c| c == container) {
-            return Err(PlatformError::Invalid(format!(
+            return Err(PlatformError::NotFound(format!(
                 "sandbox '{name}' has no container '{container}'; its containers: {}",
                 containers.join(", ")
             )));

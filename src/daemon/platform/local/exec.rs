@@ -127,10 +127,10 @@ impl LocalSandboxes {
     }
 }
 
-/// An sbxd sandbox is one container: `Invalid` for any other name.
+/// An sbxd sandbox is one container: `NotFound` for any other name.
 pub(super) fn check_container(name: &str, container: &str) -> PlatformResult<()> {
     if container != crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER {
-        return Err(PlatformError::Invalid(format!(
+        return Err(PlatformError::NotFound(format!(
             "sandbox '{name}' has no container '{container}'; its container is '{}'",
             crate::shared::models::sandbox::DEFAULT_LOG_CONTAINER
         )));
