@@ -3610,7 +3610,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__serve)
-            opts="-o -q -v -h -V --listen --data-dir --mode --platform --config --import --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --listen --data-dir --mode --platform --config --import --log-format --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3638,6 +3638,10 @@ _sbx() {
                     ;;
                 --import)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --server)

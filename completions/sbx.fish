@@ -57,6 +57,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -l mode -d 'development a
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l platform -d 'Where sandboxes run: local (this host) or kubernetes' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l config -d 'TOML configuration file (see docs/configuration.md); flags and env win' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l import -d 'Import this OCI image archive into the host\'s image store at start-up (repeatable)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand serve" -l log-format -d 'Log lines as text for people, or as JSON objects (one per line) for a log collector' -r -f -a "text\t'Human-readable lines'
+json\t'One JSON object per line: time, level, target, message and fields'"
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -l profile -d 'Profile of the config file to use [default: the current profile]' -r

@@ -555,3 +555,189 @@ async fn production_mode_requires_tenants_for_tenant_roles() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn a_principal_over_its_rate_gets_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    std::fs::write(&config, "[rateLimit]\nperSecond = 1\nburst = 3\n").unwrap();
+    let daemon = Daemon::start_with(&["--config", config.to_str().unwrap()]);
+    let admin = daemon.admin_token();
+    let other = daemon
+        .admin()
+        .create_key(&key_request("other", "operator"))
+        .await
+        .unwrap()
+        .token
+        .unwrap();
+    // A burst of 3 (the mint took one): a few pass, then one is refused (a slow machine may
+    // see one refill on the way, at 1 per second).
+    let mut statuses = Vec::new();
+    let mut refused = None;
+    while refused.is_none() && statuses.len() < 8 {
+        let response = daemon
+            .http()
+            .get(format!("{}/api/v1/auth/whoami", daemon.url))
+            .header("X-API-Key", &admin)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(response);
+        }
+    }
+    let passed = statuses.iter().filter(|s| **s == 200).count();
+    assert!(
+        (2..=4).contains(&passed) && statuses.last() == Some(&429),
+        "{statuses:?}"
+    );
+    let refused = refused.unwrap();
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    let body: Value = refused.json().await.unwrap();
+    assert_error(&body, "TooManyRequests");
+    // Another principal has its own bucket; public routes are not limited.
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::GET,
+        "/api/v1/auth/whoami",
+        Some(&other),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    for _ in 0..10 {
+        let (status, _) = raw(&daemon, reqwest::Method::GET, "/health", None, None).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // The bucket refills at its rate.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::GET,
+        "/api/v1/auth/whoami",
+        Some(&admin),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn every_write_is_audited_and_no_log_holds_a_token() {
+    let daemon = Daemon::start_with(&["--log-format", "json"]);
+    let admin_token = daemon.admin_token();
+    let admin = daemon.admin();
+    let minted = admin
+        .create_key(&key_request("ci", "operator"))
+        .await
+        .unwrap();
+    let minted_token = minted.token.clone().unwrap();
+    // Used once, then revoked; a refused write; a read; a wrong key.
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::GET,
+        "/api/v1/auth/whoami",
+        Some(&minted_token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::POST,
+        "/api/v1/tenants",
+        Some(&admin_token),
+        Some(("application/json", br#"{"name": "Bad Name"}"#.to_vec())),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::DELETE,
+        "/api/v1/keys/ci",
+        Some(&admin_token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let wrong = format!("{}_{}", minted.id, "0".repeat(43));
+    let (status, _) = raw(
+        &daemon,
+        reqwest::Method::GET,
+        "/api/v1/auth/whoami",
+        Some(&wrong),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    let audit_file = daemon.data_dir.join("audit.jsonl");
+    let mut lines: Vec<Value> = Vec::new();
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&audit_file).unwrap_or_default();
+        lines = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let admin_id = admin_token.split('_').next().unwrap();
+    let summary: Vec<(String, String, u64, String)> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l["principal"], admin_id, "{l}");
+            assert_eq!(l["principal_type"], "key");
+            assert!(l["time"].as_str().unwrap().ends_with('Z'));
+            (
+                l["action"].as_str().unwrap().to_string(),
+                l["path"].as_str().unwrap().to_string(),
+                l["status"].as_u64().unwrap(),
+                l["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected =
+        |a: &str, p: &str, s: u64, o: &str| (a.to_string(), p.to_string(), s, o.to_string());
+    assert_eq!(
+        summary,
+        [
+            expected("POST /api/v1/keys", "/api/v1/keys", 201, "ok"),
+            expected("POST /api/v1/tenants", "/api/v1/tenants", 400, "BadRequest"),
+            expected("DELETE /api/v1/keys/{name}", "/api/v1/keys/ci", 200, "ok"),
+        ],
+        "reads are not audited; every write is, with its outcome"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&audit_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    // No token, nor a secret part of one, in the audit trail or the daemon's log; the log
+    // is JSON, one object per line.
+    let log = daemon.log_text();
+    let audit_text = std::fs::read_to_string(&audit_file).unwrap();
+    for token in [&admin_token, &minted_token, &wrong] {
+        let secret = token.split_once('_').unwrap().1;
+        for (name, text) in [("log", &log), ("audit", &audit_text)] {
+            assert!(!text.contains(secret), "a token's secret is in the {name}");
+        }
+    }
+    let mut objects = 0;
+    for line in log.lines().filter(|l| l.starts_with('{')) {
+        let object: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            object["level"].is_string() && object["fields"].is_object(),
+            "{line}"
+        );
+        objects += 1;
+    }
+    assert!(objects > 3, "the log is JSON lines:\n{log}");
+}

@@ -117,12 +117,16 @@ fn init_tracing(cli: &Cli) {
         .ok()
         .and_then(|v| EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| EnvFilter::new(default));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
+    let json = matches!(&cli.command, Command::Serve(args) if args.log_format == commands::serve::LogFormat::Json);
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().with_current_span(false).try_init()
+    } else {
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        builder.with_ansi(ansi).try_init()
+    };
 }
 
 /// Entry point of the binary: parse, set up, dispatch, map the outcome to an exit status.

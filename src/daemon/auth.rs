@@ -174,6 +174,9 @@ pub async fn authenticate(State(state): State<AppState>, request: Request, next:
     };
     match principal {
         Ok(principal) => {
+            if let Some(refused) = state.rate_limits.refusal(&principal.subject) {
+                return refused;
+            }
             parts.extensions.insert(principal);
             next.run(Request::from_parts(parts, body)).await
         }

@@ -118,6 +118,10 @@ pub struct FileConfig {
     pub oidc: Option<OidcConfig>,
     /// `[metering]`: usage showback.
     pub metering: Option<MeteringConfig>,
+    /// `[rateLimit]`: requests per principal.
+    pub rate_limit: Option<RateLimitConfig>,
+    /// `[audit]`: the audit trail of writes.
+    pub audit: Option<AuditConfig>,
     /// `[nodes]`: this host as a node.
     pub nodes: Option<NodesConfig>,
     /// `[kubernetes]`: the Kubernetes platform.
@@ -157,6 +161,10 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// Usage showback.
     pub metering: MeteringConfig,
+    /// Requests per principal.
+    pub rate_limit: RateLimitConfig,
+    /// The audit trail.
+    pub audit: AuditConfig,
     /// This host as a node.
     pub nodes: NodesConfig,
     /// The Kubernetes platform.
@@ -428,6 +436,34 @@ pub struct MeteringConfig {
     pub metrics_url: Option<String>,
 }
 
+/// `[audit]` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The JSON-lines file every write is recorded in [default: `<dataDir>/audit.jsonl`].
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+}
+
+/// `[rateLimit]` section: a token bucket per principal (API key or OIDC subject).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Requests a principal may make per second, sustained; 0 turns the limit off.
+    pub per_second: u32,
+    /// Requests it may make at once (the bucket's size; at least `perSecond`).
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            per_second: 1000,
+            burst: 2000,
+        }
+    }
+}
+
 /// A configuration that cannot be used, with the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -506,6 +542,8 @@ impl Config {
                 images
             },
             metering: file.metering.unwrap_or_default(),
+            rate_limit: file.rate_limit.unwrap_or_default(),
+            audit: file.audit.unwrap_or_default(),
             nodes: file.nodes.unwrap_or_default(),
             kubernetes,
             oidc: match file.oidc {
@@ -530,6 +568,8 @@ impl Config {
             images: ImagesConfig::default(),
             oidc: None,
             metering: MeteringConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            audit: AuditConfig::default(),
             nodes: NodesConfig::default(),
             kubernetes: KubernetesSettings::default(),
         }

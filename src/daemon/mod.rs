@@ -1,4 +1,5 @@
 //! The API daemon (`sbx serve`): configuration, state, routes, services and platforms.
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -7,6 +8,7 @@ pub mod mirror;
 pub mod oidc;
 pub mod openapi;
 pub mod platform;
+pub mod ratelimit;
 pub mod routes;
 pub mod services;
 pub mod state;

@@ -158,6 +158,11 @@ impl Modify for CommonErrors {
                 if !public {
                     add("401", "Missing, invalid or expired credentials");
                     add("403", "The caller's role does not allow this");
+                    add(
+                        "429",
+                        "The caller is over its request rate (`TooManyRequests`); the \
+                         `Retry-After` header says in how many seconds to retry",
+                    );
                 }
                 let json_body = op
                     .request_body

@@ -2,9 +2,11 @@
 //! platform only through the services).
 use std::sync::Arc;
 
+use crate::daemon::audit::Audit;
 use crate::daemon::config::Config;
 use crate::daemon::oidc::OidcVerifier;
 use crate::daemon::platform::{IdentityStore, Platform, TenantStore};
+use crate::daemon::ratelimit::RateLimits;
 use crate::daemon::services::bindings::BindingService;
 use crate::daemon::services::images::ImageService;
 use crate::daemon::services::install::InstallService;
@@ -39,6 +41,10 @@ pub struct AppState {
     pub images: Arc<ImageService>,
     /// Remote install of other nodes (Kubernetes, when turned on).
     pub install: Arc<InstallService>,
+    /// Requests per principal.
+    pub rate_limits: Arc<RateLimits>,
+    /// The audit trail of writes (none when its file cannot be opened).
+    pub audit: Option<Audit>,
 }
 
 impl AppState {
@@ -84,6 +90,19 @@ impl AppState {
             config.metering.metrics_url.clone(),
         ));
         let oidc = config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c)));
+        let rate_limits = Arc::new(RateLimits::new(&config.rate_limit));
+        let audit_path = config
+            .audit
+            .path
+            .clone()
+            .unwrap_or_else(|| crate::daemon::audit::default_path(&config));
+        let audit = match Audit::open(&audit_path) {
+            Ok(audit) => Some(audit),
+            Err(e) => {
+                tracing::error!(file = %audit_path.display(), error = %e, "cannot open the audit log: writes are not audited");
+                None
+            }
+        };
         let snapshots = Arc::new(SnapshotService::new(
             platform.clone(),
             platform.clone(),
@@ -103,6 +122,8 @@ impl AppState {
             oidc,
             images,
             install,
+            rate_limits,
+            audit,
         }
     }
 }

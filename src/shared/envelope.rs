@@ -27,6 +27,7 @@ pub struct ErrorEnvelope {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// One of the codes of [`ErrorCode`], e.g. `NotFound`.
+    #[schema(value_type = ErrorCode)]
     pub code: String,
     /// What went wrong, safe to show to the caller.
     pub message: String,

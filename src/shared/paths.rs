@@ -36,6 +36,8 @@ pub const ENV_PLATFORM: &str = "SBX_PLATFORM";
 pub const ENV_CONFIG: &str = "SBX_CONFIG";
 /// Environment variable: log filter for `sbx serve` (tracing `EnvFilter` syntax).
 pub const ENV_LOG: &str = "SBX_LOG";
+/// Environment variable naming the daemon's log format (`text`, `json`).
+pub const ENV_LOG_FORMAT: &str = "SBX_LOG_FORMAT";
 
 /// The daemon's default data directory: `/var/lib/sbx` for root, else the user's data dir.
 pub fn default_data_dir() -> PathBuf {

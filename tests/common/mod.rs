@@ -121,8 +121,9 @@ impl Daemon {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(at) = line.find("listening on http://") {
+                    // Text or JSON (`--log-format json`) log lines.
                     let url = line[at + "listening on ".len()..]
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default()
                         .to_string();

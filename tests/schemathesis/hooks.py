@@ -112,4 +112,6 @@ def _tar(files):
 _NAMES = st.from_regex(r"\A[a-z][a-z0-9_.-]{0,15}\Z")
 _FILES = st.lists(st.tuples(_NAMES, st.binary(max_size=256)), min_size=1, max_size=3, unique_by=lambda f: f[0])
 
-schemathesis.openapi.media_type("application/x-tar", _FILES.map(_tar))
+schemathesis.openapi.media_type(
+    "application/x-tar", _FILES.map(_tar), aliases=["application/octet-stream"]
+)

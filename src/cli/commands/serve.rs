@@ -39,6 +39,20 @@ pub struct ServeArgs {
     /// Import this OCI image archive into the host's image store at start-up (repeatable)
     #[arg(long = "import", value_name = "ARCHIVE")]
     pub import: Vec<PathBuf>,
+
+    /// Log lines as text for people, or as JSON objects (one per line) for a log collector
+    #[arg(long, env = paths::ENV_LOG_FORMAT, value_enum, default_value_t, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// How the daemon writes its log (on stderr).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line: time, level, target, message and fields.
+    Json,
 }
 
 /// Resolves the configuration and serves until SIGTERM/SIGINT.

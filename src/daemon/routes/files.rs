@@ -92,14 +92,20 @@ pub async fn download_files(
 /// `/bin/sh`). A refused entry ends the upload there: the entries before it stay.
 #[utoipa::path(put, path = "/api/v1/sandboxes/{name}/files", tag = "sandboxes",
     params(("name" = String, Path, description = "Sandbox name"), FilesQuery),
-    request_body(content = TarArchive, content_type = "application/x-tar", description = "A tar archive"),
+    request_body(
+        content(
+            (TarArchive = "application/x-tar"),
+            (TarArchive = "application/octet-stream")
+        ),
+        description = "A tar archive"
+    ),
     responses(
         (status = 200, description = "Unpacked", body = DataEnvelope<UploadResult>),
         (status = 400, description = "Missing or bad `path`, not a directory, not a tar archive, or a refused entry (named)", body = ErrorEnvelope),
         (status = 404, description = "No such sandbox, or no directory at the path", body = ErrorEnvelope),
         (status = 409, description = "The sandbox is paused or has failed", body = ErrorEnvelope),
         (status = 413, description = "The archive unpacks to more than 1 GiB", body = ErrorEnvelope),
-        (status = 415, description = "The body was not sent as application/x-tar", body = ErrorEnvelope),
+        (status = 415, description = "The body was not sent as application/x-tar (or application/octet-stream)", body = ErrorEnvelope),
         (status = 422, description = "The image has no `tar` or `/bin/sh`, or `tar` failed (no room, no permission)", body = ErrorEnvelope),
     ))]
 pub async fn upload_files(

@@ -89,13 +89,18 @@ pub async fn pull_image(
 /// `podman save --format oci-archive` write them (operator or admin).
 #[utoipa::path(post, path = "/api/v1/images/import", tag = "images",
     params(ImportImagesQuery),
-    request_body(content = OciArchive, content_type = "application/x-tar",
-        description = "An OCI image-layout archive (tar, optionally gzip-compressed)"),
+    request_body(
+        content(
+            (OciArchive = "application/x-tar"),
+            (OciArchive = "application/octet-stream")
+        ),
+        description = "An OCI image-layout archive (tar, optionally gzip-compressed)"
+    ),
     responses(
         (status = 201, description = "The imported images", body = DataEnvelope<ImportImagesResponse>),
         (status = 400, description = "Empty body, not an OCI archive, a broken or unsupported image in it", body = ErrorEnvelope),
         (status = 413, description = "The archive exceeds 8 GiB", body = ErrorEnvelope),
-        (status = 415, description = "The body was not sent as application/x-tar", body = ErrorEnvelope),
+        (status = 415, description = "The body was not sent as application/x-tar (or application/octet-stream)", body = ErrorEnvelope),
     ))]
 pub async fn import_images(
     State(state): State<AppState>,

@@ -22,10 +22,10 @@ use axum::routing::get;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
-use crate::daemon::auth;
 use crate::daemon::error::{ServiceError, envelope_response};
 use crate::daemon::openapi;
 use crate::daemon::state::AppState;
+use crate::daemon::{audit, auth};
 use crate::shared::envelope::ErrorCode;
 use crate::shared::paths::OPENAPI_PATH;
 
@@ -46,6 +46,8 @@ pub fn app(state: AppState) -> Router {
         .merge(install::router())
         .merge(images::router())
         .route("/metrics", get(usage::metrics))
+        // Inside authentication: the audit knows who.
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

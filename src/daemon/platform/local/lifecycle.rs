@@ -135,13 +135,16 @@ impl LocalSandboxes {
     /// Watches the main process; on an unintended exit, restarts it with back-off, or marks
     /// the sandbox Failed after [`MAX_QUICK_RESTARTS`] quick exits in a row.
     pub(super) fn supervise(self: Arc<Self>, spec: SandboxSpec, pid: i32) {
+        // Taken now, not after the exit: a delete that ran meanwhile removed the entry (and
+        // set `stopping` on this one); looking it up then would make a fresh entry and restart
+        // a deleted sandbox.
+        let live = self.live(&spec.id, SandboxStatus::Running);
         tokio::spawn(async move {
             let mut pid = pid;
             let mut quick_exits = 0u32;
             loop {
                 let started = Instant::now();
                 process::wait_exit(pid).await;
-                let live = self.live(&spec.id, SandboxStatus::Running);
                 if live.stopping.load(Ordering::SeqCst) {
                     return;
                 }

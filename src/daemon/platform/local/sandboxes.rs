@@ -311,7 +311,10 @@ impl LocalSandboxes {
                     .unwrap_or_else(|e| e.into_inner())
                     .iter(),
             );
+            // A slot being retired is still in `records` while its delete runs: once only,
+            // or the gap search below hands out a slot in use.
             used.sort_unstable();
+            used.dedup();
             let slot = used
                 .iter()
                 .enumerate()
@@ -442,6 +445,10 @@ impl LocalSandboxes {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&spec.id);
         self.cpu_samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&spec.id);
+        self.activity
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&spec.id);
