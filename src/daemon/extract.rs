@@ -24,22 +24,25 @@ where
         request: axum::extract::Request,
         state: &S,
     ) -> Result<Self, ServiceError> {
-        let axum::Json(mut value) =
+        let axum::Json(value) =
             axum::Json::<serde_json::Value>::from_request(request, state).await?;
-        integral_numbers(&mut value);
-        if !value.is_object() {
-            return Err(ServiceError::unprocessable(
-                "the request body must be a JSON object",
-            ));
-        }
-        serde_path_to_error::deserialize(value)
-            .map(Json)
-            .map_err(|e| {
-                ServiceError::unprocessable(format!(
-                    "Failed to deserialize the JSON body into the target type: {e}"
-                ))
-            })
+        decode(value).map(Json)
     }
+}
+
+/// A body read as JSON into `T`: integral numbers as integers, and an object it must be.
+fn decode<T: serde::de::DeserializeOwned>(mut value: serde_json::Value) -> Result<T, ServiceError> {
+    integral_numbers(&mut value);
+    if !value.is_object() {
+        return Err(ServiceError::unprocessable(
+            "the request body must be a JSON object",
+        ));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        ServiceError::unprocessable(format!(
+            "Failed to deserialize the JSON body into the target type: {e}"
+        ))
+    })
 }
 
 /// Rewrites every float with no fractional part that fits an integer as that integer, and an
@@ -123,17 +126,12 @@ pub fn optional_json<T: serde::de::DeserializeOwned + Default>(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    let mut value: serde_json::Value = serde_json::from_slice(body)
+    let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))?;
-    integral_numbers(&mut value);
-    if !(value.is_object() || value.is_null()) {
-        return Err(ServiceError::unprocessable(
-            "invalid JSON body: the request body must be a JSON object",
-        ));
+    if value.is_null() {
+        return Ok(T::default());
     }
-    serde_json::from_value::<Option<T>>(value)
-        .map(Option::unwrap_or_default)
-        .map_err(|e| ServiceError::unprocessable(format!("invalid JSON body: {e}")))
+    decode(value)
 }
 
 /// `201 Created` with a `Location` header and the payload in the envelope.

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::shared::envelope::ErrorBody;
-#[allow(unused_imports)] // named by `#[param(value_type = …)]`
 use crate::shared::models::formats::DnsLabel;
 
 /// The WebSocket subprotocol of the streaming exec.

@@ -2,7 +2,6 @@
 //! is there, and the rules a path follows.
 use serde::{Deserialize, Serialize};
 
-#[allow(unused_imports)] // named by `#[param(value_type = …)]`
 use crate::shared::models::formats::{DnsLabel, SandboxPath};
 
 /// Media type of the archives the file routes take and give.

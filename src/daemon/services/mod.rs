@@ -7,6 +7,7 @@ pub mod install;
 pub mod keys;
 pub mod lifetimes;
 pub mod metering;
+pub mod process;
 pub mod quotas;
 pub mod sandboxes;
 pub mod snapshots;

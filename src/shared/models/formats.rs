@@ -1,8 +1,6 @@
 //! The string formats of the API document, each said once: the syntax the server checks on
 //! names, namespaces, quantities and paths, as JSON Schema patterns a generated client (or a
 //! fuzzer) can hold requests to. Fields refer to them with `#[schema(value_type = …)]`.
-use std::borrow::Cow;
-
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
@@ -30,11 +28,7 @@ macro_rules! string_format {
             }
         }
 
-        impl utoipa::ToSchema for $name {
-            fn name() -> Cow<'static, str> {
-                Cow::Borrowed(stringify!($name))
-            }
-        }
+        impl utoipa::ToSchema for $name {}
     };
 }
 
@@ -91,11 +85,7 @@ impl utoipa::PartialSchema for Timestamp {
     }
 }
 
-impl utoipa::ToSchema for Timestamp {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("Timestamp")
-    }
-}
+impl utoipa::ToSchema for Timestamp {}
 
 string_format!(
     /// Paths inside a sandbox.
@@ -125,11 +115,7 @@ impl utoipa::PartialSchema for LabelSelector {
     }
 }
 
-impl utoipa::ToSchema for LabelSelector {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("LabelSelector")
-    }
-}
+impl utoipa::ToSchema for LabelSelector {}
 
 /// An optional DNS-label query parameter, refusing a malformed one (so that a list never
 /// answers an empty page for a name that cannot exist).
@@ -188,11 +174,7 @@ impl utoipa::PartialSchema for Word {
     }
 }
 
-impl utoipa::ToSchema for Word {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("Word")
-    }
-}
+impl utoipa::ToSchema for Word {}
 
 /// `entrypoint` of a create: a program, then its arguments.
 pub struct Entrypoint;
@@ -215,11 +197,7 @@ impl utoipa::PartialSchema for Entrypoint {
     }
 }
 
-impl utoipa::ToSchema for Entrypoint {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("Entrypoint")
-    }
-}
+impl utoipa::ToSchema for Entrypoint {}
 
 /// Capability names as `cap_add` takes them (`CAP_` and any case are accepted too).
 pub struct CapabilityName;
@@ -236,11 +214,7 @@ impl utoipa::PartialSchema for CapabilityName {
     }
 }
 
-impl utoipa::ToSchema for CapabilityName {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("CapabilityName")
-    }
-}
+impl utoipa::ToSchema for CapabilityName {}
 
 /// `cap_drop` entries: a capability name or `ALL`.
 pub struct DroppedCapability;
@@ -256,11 +230,7 @@ impl utoipa::PartialSchema for DroppedCapability {
     }
 }
 
-impl utoipa::ToSchema for DroppedCapability {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("DroppedCapability")
-    }
-}
+impl utoipa::ToSchema for DroppedCapability {}
 
 /// A map of string values whose keys follow `key_pattern`.
 fn map_schema(
@@ -300,11 +270,7 @@ impl utoipa::PartialSchema for EnvMap {
     }
 }
 
-impl utoipa::ToSchema for EnvMap {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("EnvMap")
-    }
-}
+impl utoipa::ToSchema for EnvMap {}
 
 /// Label name and value parts (Kubernetes' syntax).
 const LABEL_PART: &str = "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?";
@@ -330,11 +296,7 @@ impl utoipa::PartialSchema for LabelMap {
     }
 }
 
-impl utoipa::ToSchema for LabelMap {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("LabelMap")
-    }
-}
+impl utoipa::ToSchema for LabelMap {}
 
 string_format!(
     /// Egress whitelist entries.

@@ -1,7 +1,6 @@
 //! Identity wire types: roles, API keys, whoami, OIDC discovery and role bindings.
 use serde::{Deserialize, Serialize};
 
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::{DnsLabel, KeyName, NodeName, NonBlank};
 use utoipa::ToSchema;
 

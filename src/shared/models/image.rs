@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::ImageReference;
 
 /// Content type of the body of `POST /api/v1/images/import`: an OCI image-layout tar.

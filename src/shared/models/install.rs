@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::NodeName;
 
 /// Body of `POST /api/v1/install`: exactly `{"nodes": [...]}`.

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::models::DEFAULT_NAMESPACE;
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::{
     CapabilityName, Cidr, DnsLabel, DroppedCapability, Entrypoint, EnvMap, ImageReference,
     LabelMap, LabelSelector, QuantityText, Word,

@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::shared::duration::DurationValue;
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::{DnsLabel, ImageReference, QuantityText};
 use crate::shared::models::sandbox::{ResourceLimits, namespace_or_default, require_field};
 use crate::shared::quantity::Quantity;

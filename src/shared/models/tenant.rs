@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-#[allow(unused_imports)] // named by `#[schema(value_type = …)]`
 use crate::shared::models::formats::{DnsLabel, NodeName, QuantityText};
 
 use crate::shared::models::sandbox::{DeleteResult, require_field};

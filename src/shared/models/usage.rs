@@ -4,7 +4,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-#[allow(unused_imports)] // named by `#[param(value_type = …)]`
 use crate::shared::models::formats::{DnsLabel, Timestamp};
 use crate::shared::models::sandbox::require_field;
 use crate::shared::timestamp::parse_timestamp;
