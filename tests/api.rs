@@ -741,3 +741,91 @@ async fn every_write_is_audited_and_no_log_holds_a_token() {
     }
     assert!(objects > 3, "the log is JSON lines:\n{log}");
 }
+
+/// Slow clients cannot hold the daemon: half a header, an idle connection and a body that
+/// stops are each cut off once `[http]`'s time limits pass (the stalled body with a 400 in the
+/// envelope), while other clients are answered meanwhile.
+#[tokio::test]
+async fn slow_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    std::fs::write(
+        &config,
+        "[http]\nheaderReadTimeout = \"1s\"\nbodyReadTimeout = \"1s\"\n",
+    )
+    .unwrap();
+    let daemon = Daemon::start_with(&["--config", config.to_str().unwrap()]);
+    let addr = daemon.url.trim_start_matches("http://").to_string();
+
+    let mut half_header = TcpStream::connect(&addr).await.unwrap();
+    half_header
+        .write_all(b"GET /health HTTP/1.1\r\nHost: sbx\r\n")
+        .await
+        .unwrap();
+    let idle = TcpStream::connect(&addr).await.unwrap();
+    let mut stalled_body = TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/sandboxes HTTP/1.1\r\nHost: sbx\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":",
+        daemon.admin_token()
+    );
+    stalled_body.write_all(head.as_bytes()).await.unwrap();
+
+    // Meanwhile others are served.
+    let client = daemon.admin();
+    client.health().await.unwrap();
+    client.list_sandboxes(Some("default")).await.unwrap();
+
+    let mut answers = Vec::new();
+    for (what, mut stream) in [
+        ("half a header", half_header),
+        ("an idle connection", idle),
+        ("a stalled body", stalled_body),
+    ] {
+        let mut answer = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            stream.read_to_end(&mut answer),
+        )
+        .await;
+        assert!(closed.is_ok(), "{what}: still open after 20 s");
+        answers.push(String::from_utf8_lossy(&answer).into_owned());
+    }
+    assert!(
+        answers[0].is_empty() || answers[0].starts_with("HTTP/1.1 408"),
+        "{}",
+        answers[0]
+    );
+    let stalled = &answers[2];
+    assert!(stalled.starts_with("HTTP/1.1 400"), "{stalled}");
+    let body: Value = serde_json::from_str(&stalled[stalled.find("\r\n\r\n").unwrap() + 4..])
+        .expect("an envelope");
+    assert_eq!(body["error"]["code"], "BadRequest", "{body}");
+    // A header over 64 KiB: 431.
+    let big = daemon
+        .http()
+        .get(format!("{}/health", daemon.url))
+        .header("x-padding", "a".repeat(70 * 1024))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    // A bad limit is refused at start-up, naming the key.
+    std::fs::write(&config, "[http]\nheaderReadTimeout = \"0s\"\n").unwrap();
+    let refused = std::process::Command::new(common::sbx_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("http.headerReadTimeout must be positive"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

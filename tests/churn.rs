@@ -4,7 +4,6 @@
 //! a dirty slot must never fail a create. Needs root.
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,59 +25,12 @@ fn request(name: &str) -> CreateSandboxRequest {
     }
 }
 
-/// Every per-sandbox network piece on the test's host side: nft chains, sets and counters of
-/// slots, host veths and sandbox namespaces, one line each, sorted.
-fn network_objects(net: &TestNet) -> Vec<String> {
-    let mut found = Vec::new();
-    let table = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.router,
-            "nft",
-            "list",
-            "table",
-            "inet",
-            "sbx",
-        ])
-        .output()
-        .expect("nft");
-    for line in String::from_utf8_lossy(&table.stdout).lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if let ["chain" | "set" | "counter", name, ..] = words.as_slice() {
-            if name.starts_with("sb") && name.as_bytes().get(2).is_some_and(u8::is_ascii_digit) {
-                found.push(format!("{} {name}", words[0]));
-            }
-        }
-    }
-    let links = ok(&["ip", "-n", &net.router, "-o", "link"], None);
-    for line in links.lines() {
-        if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next()) {
-            if name.starts_with("sbxv") {
-                found.push(format!("veth {name}"));
-            }
-        }
-    }
-    let prefix = net.router.replace("sbxt-r", "sbxt-s");
-    for entry in std::fs::read_dir("/run/netns")
-        .expect("/run/netns")
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with(&prefix) {
-            found.push(format!("netns {name}"));
-        }
-    }
-    found.sort();
-    found
-}
-
 /// Waits (up to 30 s) until the host side holds exactly `sandboxes` sandboxes' pieces: a
 /// chain, a set, a counter, a veth and a namespace each.
 async fn wait_for_objects(net: &TestNet, sandboxes: usize) {
     let started = Instant::now();
     loop {
-        let objects = network_objects(net);
+        let objects = sbxd::network_objects(net);
         let count = |kind: &str| objects.iter().filter(|o| o.starts_with(kind)).count();
         let counts = ["chain ", "set ", "counter ", "veth ", "netns "].map(count);
         if counts.iter().all(|&c| c == sandboxes) {
@@ -226,9 +178,9 @@ async fn mass_delete_cut_by_a_crash_leaves_no_network_piece_and_dirty_slots_neve
     let daemon = daemon.restart(&args);
     let client = daemon.admin();
     assert!(
-        network_objects(&net).is_empty(),
+        sbxd::network_objects(&net).is_empty(),
         "{:?}",
-        network_objects(&net)
+        sbxd::network_objects(&net)
     );
 
     // Pieces that appear while it runs: the create that gets the slot cleans it.

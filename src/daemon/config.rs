@@ -122,6 +122,8 @@ pub struct FileConfig {
     pub rate_limit: Option<RateLimitConfig>,
     /// `[audit]`: the audit trail of writes.
     pub audit: Option<AuditConfig>,
+    /// `[http]`: how long a client may take to send a request.
+    pub http: Option<HttpConfig>,
     /// `[nodes]`: this host as a node.
     pub nodes: Option<NodesConfig>,
     /// `[kubernetes]`: the Kubernetes platform.
@@ -165,6 +167,8 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     /// The audit trail.
     pub audit: AuditConfig,
+    /// Client time limits.
+    pub http: HttpSettings,
     /// This host as a node.
     pub nodes: NodesConfig,
     /// The Kubernetes platform.
@@ -445,6 +449,60 @@ pub struct AuditConfig {
     pub path: Option<PathBuf>,
 }
 
+/// `[http]` section: how long a client may take to send a request, as durations (`30s`,
+/// `2m`); slow or idle clients cannot hold connections longer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// To send a request's header, from connecting or from the previous response (an idle
+    /// keep-alive connection is closed after it).
+    pub header_read_timeout: String,
+    /// Between two parts of a request body (a stalled upload gets a 400).
+    pub body_read_timeout: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_read_timeout: "30s".into(),
+            body_read_timeout: "30s".into(),
+        }
+    }
+}
+
+/// The parsed `[http]` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// See [`HttpConfig::header_read_timeout`].
+    pub header_read_timeout: std::time::Duration,
+    /// See [`HttpConfig::body_read_timeout`].
+    pub body_read_timeout: std::time::Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpConfig::default().parse().expect("the defaults parse")
+    }
+}
+
+impl HttpConfig {
+    /// Parses the section (errors name the key); both limits must be positive.
+    pub fn parse(&self) -> Result<HttpSettings, String> {
+        let positive = |key: &str, text: &str| {
+            let value = crate::shared::duration::parse_duration(text)
+                .map_err(|e| format!("http.{key}: {e}"))?;
+            if value.is_zero() {
+                return Err(format!("http.{key} must be positive"));
+            }
+            Ok(value)
+        };
+        Ok(HttpSettings {
+            header_read_timeout: positive("headerReadTimeout", &self.header_read_timeout)?,
+            body_read_timeout: positive("bodyReadTimeout", &self.body_read_timeout)?,
+        })
+    }
+}
+
 /// `[rateLimit]` section: a token bucket per principal (API key or OIDC subject).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -544,6 +602,11 @@ impl Config {
             metering: file.metering.unwrap_or_default(),
             rate_limit: file.rate_limit.unwrap_or_default(),
             audit: file.audit.unwrap_or_default(),
+            http: file
+                .http
+                .unwrap_or_default()
+                .parse()
+                .map_err(ConfigError::Invalid)?,
             nodes: file.nodes.unwrap_or_default(),
             kubernetes,
             oidc: match file.oidc {
@@ -570,6 +633,7 @@ impl Config {
             metering: MeteringConfig::default(),
             rate_limit: RateLimitConfig::default(),
             audit: AuditConfig::default(),
+            http: HttpSettings::default(),
             nodes: NodesConfig::default(),
             kubernetes: KubernetesSettings::default(),
         }

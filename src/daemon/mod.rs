@@ -4,6 +4,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod mirror;
 pub mod oidc;
 pub mod openapi;
@@ -126,9 +127,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let installs = tokio::spawn(state.install.clone().reconcile_loop());
     let nodes = tokio::spawn(state.sandboxes.clone().nodes_loop());
     let lifetimes = tokio::spawn(state.sandboxes.clone().lifetimes_loop());
-    let result = axum::serve(listener, app(state.clone()))
-        .with_graceful_shutdown(crate::shared::signals::terminated())
-        .await;
+    listener::serve(
+        listener,
+        app(state.clone()),
+        state.config.http.header_read_timeout,
+        crate::shared::signals::terminated(),
+    )
+    .await;
     refresher.abort();
     sweeper.abort();
     tenant_status.abort();
@@ -138,5 +143,5 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     lifetimes.abort();
     state.shutdown_platform().await;
     tracing::info!("sbx serve stopped");
-    Ok(result?)
+    Ok(())
 }

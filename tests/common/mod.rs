@@ -234,7 +234,33 @@ impl Drop for Daemon {
         if self.reap_on_drop {
             reap_sandboxes(&self.data_dir);
         }
+        // Every daemon of the suite: no API token (`<16 hex>_<64 hex>`, the bootstrap admin's
+        // and every minted one) in its log or its audit trail.
+        if !std::thread::panicking() {
+            let audit =
+                std::fs::read_to_string(self.data_dir.join("audit.jsonl")).unwrap_or_default();
+            let log = self.log.lock().unwrap();
+            for line in log.iter().map(String::as_str).chain(audit.lines()) {
+                if let Some(token) = find_token(line) {
+                    panic!("an API token is in the daemon's log or audit trail: {token}\n{line}");
+                }
+            }
+        }
     }
+}
+
+/// The first API token (`<16 hex>_<64 hex>`) in `text`, if any.
+pub fn find_token(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let hex = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|b| b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+    };
+    (16..bytes.len()).find_map(|at| {
+        (bytes[at] == b'_' && hex(at - 16..at) && hex(at + 1..at + 65))
+            .then(|| &text[at - 16..at + 65])
+    })
 }
 
 /// Removes what sandboxes of a stopped daemon left on the host (sandboxes outlive their

@@ -284,3 +284,50 @@ pub async fn running(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Every per-sandbox network piece on the test's host side: nft chains, sets and counters of
+/// slots, host veths and sandbox namespaces, one line each, sorted.
+pub fn network_objects(net: &TestNet) -> Vec<String> {
+    let mut found = Vec::new();
+    let table = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.router,
+            "nft",
+            "list",
+            "table",
+            "inet",
+            "sbx",
+        ])
+        .output()
+        .expect("nft");
+    for line in String::from_utf8_lossy(&table.stdout).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let ["chain" | "set" | "counter", name, ..] = words.as_slice() {
+            if name.starts_with("sb") && name.as_bytes().get(2).is_some_and(u8::is_ascii_digit) {
+                found.push(format!("{} {name}", words[0]));
+            }
+        }
+    }
+    let links = super::ok(&["ip", "-n", &net.router, "-o", "link"], None);
+    for line in links.lines() {
+        if let Some(name) = line.split(": ").nth(1).and_then(|n| n.split('@').next()) {
+            if name.starts_with("sbxv") {
+                found.push(format!("veth {name}"));
+            }
+        }
+    }
+    let prefix = net.router.replace("sbxt-r", "sbxt-s");
+    for entry in std::fs::read_dir("/run/netns")
+        .expect("/run/netns")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) {
+            found.push(format!("netns {name}"));
+        }
+    }
+    found.sort();
+    found
+}

@@ -19,6 +19,7 @@ use axum::http::{Method, StatusCode, Uri, header};
 use axum::middleware;
 use axum::response::Response;
 use axum::routing::get;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -65,6 +66,10 @@ pub fn app(state: AppState) -> Router {
         .merge(protected)
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        // A client that stops sending mid-body gets a 400, not a task held forever.
+        .layer(RequestBodyTimeoutLayer::new(
+            state.config.http.body_read_timeout,
+        ))
         .layer(middleware::map_response(envelope_errors))
         .layer(
             TraceLayer::new_for_http()

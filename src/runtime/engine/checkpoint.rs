@@ -148,3 +148,56 @@ impl Sbxd {
         }
     }
 }
+
+/// Waits for the checkpoints and restores that a daemon killed mid-warm-fork left running
+/// (`runc checkpoint` and its CRIU outlive it; a clone's shim goes on restoring) before the
+/// new daemon removes their images and looks at their sandboxes: CRIU leaves a sandbox
+/// frozen, as it found it, when a dump ends, so a thaw made meanwhile would be undone (the
+/// sandbox then recorded Running while frozen), and a restore recreates its work dir. Killed
+/// after `patience`.
+pub(super) async fn wait_for_orphaned_checkpoints(runc_root: &Path, patience: Duration) {
+    let started = std::time::Instant::now();
+    loop {
+        let orphans = orphaned_checkpoints(runc_root);
+        if orphans.is_empty() {
+            return;
+        }
+        if started.elapsed() >= patience {
+            for pid in orphans {
+                tracing::warn!(
+                    pid,
+                    "killing a checkpoint or restore left by a previous sbx serve"
+                );
+                crate::runtime::process::kill_tree(pid);
+            }
+            return;
+        }
+        tracing::info!(
+            count = orphans.len(),
+            "waiting for checkpoints and restores left by a previous sbx serve"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// PIDs of `runc checkpoint` and `runc restore` processes on the runtime root `root` (the
+/// root is this data dir's own: another daemon's are never touched).
+fn orphaned_checkpoints(root: &Path) -> Vec<i32> {
+    let root = root.to_string_lossy();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let has = |word: &[u8]| args.contains(&word);
+            (has(b"checkpoint") || has(b"restore"))
+                && args
+                    .windows(2)
+                    .any(|w| w[0] == b"--root" && w[1] == root.as_bytes())
+        })
+        .collect()
+}

@@ -30,6 +30,10 @@ use crate::runtime::shim::{ExitRecord, ShimReport};
 use crate::runtime::{RuntimeError, cgroup, logs, process};
 use crate::shared::models::sandbox::ExecResponse;
 
+/// How long a starting daemon waits for checkpoints its killed predecessor left running
+/// before killing them (a dump takes well under a second here; CRIU's own limits are longer).
+const ORPHANED_CHECKPOINT_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Runtime settings (config file section `[runtime]`, camelCase keys).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -271,7 +275,9 @@ impl Sbxd {
             None
         };
         let checkpoints_dir = data_dir.join("checkpoints");
-        // Images of forks a crash interrupted are of no use any more.
+        // Images of forks a crash interrupted are of no use any more, once the checkpoints
+        // the crash left running are over.
+        checkpoint::wait_for_orphaned_checkpoints(runc.root(), ORPHANED_CHECKPOINT_PATIENCE).await;
         let _ = std::fs::remove_dir_all(&checkpoints_dir);
         mkdir_private(&checkpoints_dir)?;
         if config.user_namespace {

@@ -320,6 +320,7 @@ impl LocalSandboxes {
             }
         }
         self.remove_orphans().await;
+        self.remove_interrupted_fork_snapshots().await;
         self.remove_orphan_layers().await;
     }
 

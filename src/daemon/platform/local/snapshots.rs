@@ -404,6 +404,26 @@ impl LocalSandboxes {
         Ok(())
     }
 
+    /// Deletes the `fork` snapshots of forks a crash interrupted: here a fork's own snapshot
+    /// lives only while its fork runs (the clone keeps the layers it needs), so at start-up
+    /// each one is a leftover; the GC sweep would take it only after `keep_fork_for`.
+    pub(super) async fn remove_interrupted_fork_snapshots(&self) {
+        let forks: Vec<(String, String)> = self
+            .snapshots
+            .read()
+            .await
+            .values()
+            .filter(|s| s.kind == SnapshotKind::Fork)
+            .map(|s| (s.namespace.clone(), s.name.clone()))
+            .collect();
+        for (namespace, name) in forks {
+            tracing::info!(snapshot = %name, %namespace, "deleting the snapshot of an interrupted fork");
+            if let Err(e) = self.delete_snapshot(&namespace, &name).await {
+                tracing::warn!(snapshot = %name, error = %e, "deleting an interrupted fork's snapshot");
+            }
+        }
+    }
+
     /// Removes snapshot layers nothing references (and half-copied ones) left by a crash.
     pub(super) async fn remove_orphan_layers(&self) {
         let Ok(entries) = std::fs::read_dir(self.sbxd.layers_dir()) else {
