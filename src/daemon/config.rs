@@ -228,6 +228,15 @@ pub struct AgentSettings {
     pub lost_after: std::time::Duration,
 }
 
+/// A duration setting (`30s`, `2m`, …) that must be above zero; errors name `key`.
+fn positive_duration(key: &str, text: &str) -> Result<std::time::Duration, String> {
+    let value = crate::shared::duration::parse_duration(text).map_err(|e| format!("{key}: {e}"))?;
+    if value.is_zero() {
+        return Err(format!("{key} must be positive"));
+    }
+    Ok(value)
+}
+
 impl KubernetesConfig {
     /// Parses the section (errors name the key).
     pub fn parse(&self) -> Result<KubernetesSettings, String> {
@@ -236,29 +245,14 @@ impl KubernetesConfig {
         if root.value_ceil() == 0 {
             return Err("kubernetes.rootDiskSize must be positive".into());
         }
-        let fork_timeout = crate::shared::duration::parse_duration(&self.fork_timeout)
-            .map_err(|e| format!("kubernetes.forkTimeout: {e}"))?;
-        if fork_timeout.is_zero() {
-            return Err("kubernetes.forkTimeout must be positive".into());
-        }
-        let snapshot_timeout = crate::shared::duration::parse_duration(&self.snapshot_timeout)
-            .map_err(|e| format!("kubernetes.snapshotTimeout: {e}"))?;
-        if snapshot_timeout.is_zero() {
-            return Err("kubernetes.snapshotTimeout must be positive".into());
-        }
+        let fork_timeout = positive_duration("kubernetes.forkTimeout", &self.fork_timeout)?;
+        let snapshot_timeout =
+            positive_duration("kubernetes.snapshotTimeout", &self.snapshot_timeout)?;
         if self.dind_image.trim().is_empty() {
             return Err("kubernetes.dindImage must not be empty".into());
         }
-        let agent_timeout = crate::shared::duration::parse_duration(&self.agent_timeout)
-            .map_err(|e| format!("kubernetes.agentTimeout: {e}"))?;
-        if agent_timeout.is_zero() {
-            return Err("kubernetes.agentTimeout must be positive".into());
-        }
-        let lost_after = crate::shared::duration::parse_duration(&self.agent_lost_after)
-            .map_err(|e| format!("kubernetes.agentLostAfter: {e}"))?;
-        if lost_after.is_zero() {
-            return Err("kubernetes.agentLostAfter must be positive".into());
-        }
+        let agent_timeout = positive_duration("kubernetes.agentTimeout", &self.agent_timeout)?;
+        let lost_after = positive_duration("kubernetes.agentLostAfter", &self.agent_lost_after)?;
         if self.agent_port == 0 {
             return Err("kubernetes.agentPort must be a port number".into());
         }
@@ -308,11 +302,7 @@ impl InstallConfig {
         }
         crate::shared::names::validate_dns_label("kubernetes.install.namespace", &self.namespace)?;
         crate::shared::names::validate_dns_label("kubernetes.install.daemonSet", &self.daemon_set)?;
-        let timeout = crate::shared::duration::parse_duration(&self.timeout)
-            .map_err(|e| format!("kubernetes.install.timeout: {e}"))?;
-        if timeout.is_zero() {
-            return Err("kubernetes.install.timeout must be positive".into());
-        }
+        let timeout = positive_duration("kubernetes.install.timeout", &self.timeout)?;
         Ok(Some(InstallSettings {
             image: image.to_string(),
             namespace: self.namespace.clone(),
@@ -488,17 +478,12 @@ impl Default for HttpSettings {
 impl HttpConfig {
     /// Parses the section (errors name the key); both limits must be positive.
     pub fn parse(&self) -> Result<HttpSettings, String> {
-        let positive = |key: &str, text: &str| {
-            let value = crate::shared::duration::parse_duration(text)
-                .map_err(|e| format!("http.{key}: {e}"))?;
-            if value.is_zero() {
-                return Err(format!("http.{key} must be positive"));
-            }
-            Ok(value)
-        };
         Ok(HttpSettings {
-            header_read_timeout: positive("headerReadTimeout", &self.header_read_timeout)?,
-            body_read_timeout: positive("bodyReadTimeout", &self.body_read_timeout)?,
+            header_read_timeout: positive_duration(
+                "http.headerReadTimeout",
+                &self.header_read_timeout,
+            )?,
+            body_read_timeout: positive_duration("http.bodyReadTimeout", &self.body_read_timeout)?,
         })
     }
 }

@@ -277,7 +277,12 @@ impl Sbxd {
         let checkpoints_dir = data_dir.join("checkpoints");
         // Images of forks a crash interrupted are of no use any more, once the checkpoints
         // the crash left running are over.
-        checkpoint::wait_for_orphaned_checkpoints(runc.root(), ORPHANED_CHECKPOINT_PATIENCE).await;
+        // (A checkpoint or restore in flight always has its images dir: with none, there is
+        // nothing to wait for and no process list to read.)
+        if std::fs::read_dir(&checkpoints_dir).is_ok_and(|mut d| d.next().is_some()) {
+            checkpoint::wait_for_orphaned_checkpoints(runc.root(), ORPHANED_CHECKPOINT_PATIENCE)
+                .await;
+        }
         let _ = std::fs::remove_dir_all(&checkpoints_dir);
         mkdir_private(&checkpoints_dir)?;
         if config.user_namespace {
