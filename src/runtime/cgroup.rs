@@ -77,6 +77,19 @@ pub fn is_frozen(cgroups_path: &str) -> bool {
     .is_ok_and(|s| s.trim() != "THAWED")
 }
 
+/// The pids in the sandbox's cgroup (on cgroup v1, its `pids` hierarchy, which runc and
+/// crun always join); none when it does not exist.
+pub fn procs(cgroups_path: &str) -> Vec<i32> {
+    let rel = cgroups_path.trim_start_matches('/');
+    let dir = match unified_root() {
+        Some(root) => root.join(rel),
+        None => Path::new("/sys/fs/cgroup/pids").join(rel),
+    };
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
 /// Every cgroup dir of a sandbox that still exists (for leak checks and crash clean-up).
 pub fn existing_dirs(cgroups_path: &str) -> Vec<PathBuf> {
     let rel = cgroups_path.trim_start_matches('/');
@@ -94,9 +107,18 @@ pub fn existing_dirs(cgroups_path: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Removes the (empty) cgroup dirs left behind by a crashed runtime.
-pub fn remove_dirs(cgroups_path: &str) {
+/// Removes the (empty) cgroup dirs left behind by a crashed runtime. A cgroup whose last
+/// process was just killed stays busy until the kernel has reaped it: the removal retries
+/// for up to a second rather than leave the dir behind for good.
+pub async fn remove_dirs(cgroups_path: &str) {
     for dir in existing_dirs(cgroups_path) {
-        let _ = std::fs::remove_dir(&dir);
+        for _ in 0..40 {
+            match std::fs::remove_dir(&dir) {
+                Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await
+                }
+                _ => break,
+            }
+        }
     }
 }

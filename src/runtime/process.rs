@@ -26,22 +26,75 @@ impl AsRawFd for PidFd {
     }
 }
 
-/// Resolves when the process exits. Falls back to polling when pidfd is unavailable.
-pub async fn wait_exit(pid: i32) {
+/// A pidfd for `pid`: it names that process even if the pid is reused later. `None` when
+/// the process is gone or the kernel has no pidfds.
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1; no memory is shared.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd >= 0 {
-        // SAFETY: the fd was just returned by the kernel and is owned by nobody else.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        // SAFETY: the AsyncFd owns the pidfd, which is closed only when the AsyncFd drops.
-        if let Ok(async_fd) = unsafe { AsyncFd::register(PidFd(owned)) } {
+    // SAFETY: the fd was just returned by the kernel and is owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Resolves when the pidfd's process has exited; `false` when it cannot be waited on.
+async fn pidfd_wait(fd: OwnedFd) -> bool {
+    // SAFETY: the AsyncFd owns the pidfd, which is closed only when the AsyncFd drops.
+    match unsafe { AsyncFd::register(PidFd(fd)) } {
+        Ok(async_fd) => {
             let _ = async_fd.readable().await;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Resolves when the process exits. Falls back to polling when pidfd is unavailable.
+pub async fn wait_exit(pid: i32) {
+    if let Some(fd) = pidfd_open(pid) {
+        if pidfd_wait(fd).await {
             return;
         }
     }
     while alive(pid) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// SIGKILLs every process `members` lists and waits until each has exited, by pidfd: no
+/// polling. A pid is signalled only through a pidfd opened while `members` still listed it,
+/// so a pid reused by another process meanwhile is never hit. Repeats while `members` lists
+/// new processes (a fork racing the kill), at most `rounds` times; returns whether none is
+/// left.
+pub async fn kill_members(members: impl Fn() -> Vec<i32>, rounds: usize) -> bool {
+    for _ in 0..rounds {
+        let opened: Vec<(i32, OwnedFd)> = members()
+            .into_iter()
+            .filter_map(|pid| pidfd_open(pid).map(|fd| (pid, fd)))
+            .collect();
+        if opened.is_empty() {
+            return members().is_empty();
+        }
+        let still = members();
+        let mut waits = Vec::new();
+        for (pid, fd) in opened.into_iter().filter(|(pid, _)| still.contains(pid)) {
+            // SAFETY: pidfd_send_signal takes the pidfd, a signal and no siginfo or flags.
+            let sent = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            if sent == 0 {
+                waits.push(pidfd_wait(fd));
+            } else {
+                tracing::debug!(pid, "SIGKILL through pidfd failed (gone already)");
+            }
+        }
+        futures_util::future::join_all(waits).await;
+    }
+    members().is_empty()
 }
 
 /// Every descendant of `pid` (children first found by scanning /proc).
@@ -97,14 +150,41 @@ pub fn kill_tree(pid: i32) {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn waits_for_exit_and_kills_trees() {
-        let mut child = std::process::Command::new("sh")
+    /// A shell with two `sleep` children, once they have started.
+    async fn shell_with_two_children() -> (std::process::Child, i32) {
+        let child = std::process::Command::new("sh")
             .args(["-c", "sleep 30 & sleep 30 & wait"])
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        (child, pid)
+    }
+
+    #[tokio::test]
+    async fn kills_members_and_waits_for_their_exits() {
+        let (mut child, pid) = shell_with_two_children().await;
+        let members = || {
+            let mut all = descendants(pid);
+            all.push(pid);
+            all.retain(|p| alive(*p));
+            all
+        };
+        let kids = descendants(pid);
+        assert_eq!(members().len(), 3);
+        assert!(kill_members(members, 3).await);
+        assert!(kids.iter().all(|k| !alive(*k)), "{kids:?}");
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(kill_members(Vec::new, 3).await);
+    }
+
+    #[tokio::test]
+    async fn waits_for_exit_and_kills_trees() {
+        let (mut child, pid) = shell_with_two_children().await;
         let kids = descendants(pid);
         assert_eq!(kids.len(), 2, "{kids:?}");
         assert!(alive(pid));

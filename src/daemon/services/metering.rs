@@ -3,12 +3,13 @@
 //! scrapes them. The daemon keeps no usage database: it accrues counters (sandbox-seconds,
 //! vCPU-seconds, GiB-seconds, egress bytes) and Prometheus stores them.
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -62,30 +63,112 @@ pub struct RouteLabels {
     route: String,
 }
 
-type FloatCounter = Counter<f64, AtomicU64>;
+/// The usage counters of one sandbox series, in the order of [`SANDBOX_SERIES`].
+type Amounts = [f64; 5];
 
-/// Amounts accrued for a series not yet exported at zero (see [`Metering::accrue`]).
-#[derive(Debug, Clone, Copy, Default)]
-struct Held {
-    seconds: f64,
-    vcpu: f64,
-    memory: f64,
-    disk: f64,
-    egress: f64,
+/// The sandbox usage counters: the name under `sbx_usage_` and its help (as `/metrics`
+/// prints it: a collector's help gets no added full stop).
+const SANDBOX_SERIES: [(&str, &str); 5] = [
+    ("sandbox_seconds", "Seconds each sandbox existed, by state."),
+    ("vcpu_seconds", "vCPU-seconds reserved (CPU limit x time)."),
+    (
+        "memory_gib_seconds",
+        "Memory GiB-seconds reserved (memory limit x time).",
+    ),
+    (
+        "disk_gib_seconds",
+        "Disk GiB-seconds reserved (ephemeral-storage limit x time).",
+    ),
+    ("egress_bytes", "Bytes sent out of each sandbox (its veth)."),
+];
+
+/// One exported counter series.
+#[derive(Debug, Clone, Copy)]
+struct Series<T> {
+    total: T,
+    /// Whether a scrape has seen the series. A counter must be seen at zero before it grows,
+    /// or Prometheus's `increase()` takes its first value as the baseline and loses it: a new
+    /// series is exported at zero until one scrape has read it.
+    exposed: bool,
+    /// When it was last accrued (a sandbox's series are dropped a while after it is gone).
+    seen: Instant,
+}
+
+impl<T: Default + Copy> Series<T> {
+    fn new(now: Instant) -> Series<T> {
+        Series {
+            total: T::default(),
+            exposed: false,
+            seen: now,
+        }
+    }
+
+    /// What a scrape reads now (and from now on, the total).
+    fn read(&mut self) -> T {
+        let value = if self.exposed {
+            self.total
+        } else {
+            T::default()
+        };
+        self.exposed = true;
+        value
+    }
+}
+
+/// Every usage series this replica exports. One map holds a sandbox's five counters (not one
+/// map per counter), and it gives its memory back once the series of deleted sandboxes are
+/// dropped: after 1,000 sandboxes came and went, the idle daemon does not keep tables sized
+/// for them.
+#[derive(Debug, Default)]
+struct UsageSeries {
+    sandboxes: HashMap<SandboxLabels, Series<Amounts>>,
+    snapshots: HashMap<SnapshotLabels, Series<f64>>,
+}
+
+/// Encodes [`UsageSeries`] on each scrape, marking what it encoded as seen.
+#[derive(Debug, Clone, Default)]
+struct UsageCollector(Arc<StdMutex<UsageSeries>>);
+
+impl UsageCollector {
+    fn lock(&self) -> std::sync::MutexGuard<'_, UsageSeries> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Collector for UsageCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut usage = self.lock();
+        let UsageSeries {
+            sandboxes,
+            snapshots,
+        } = &mut *usage;
+        let sandboxes: Vec<(&SandboxLabels, Amounts)> = sandboxes
+            .iter_mut()
+            .map(|(labels, series)| (labels, series.read()))
+            .collect();
+        for (i, (name, help)) in SANDBOX_SERIES.into_iter().enumerate() {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (labels, amounts) in &sandboxes {
+                ConstCounter::new(amounts[i]).encode(family.encode_family(*labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "snapshot_gib_seconds",
+            "Snapshot storage GiB-seconds per namespace.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (labels, series) in snapshots.iter_mut() {
+            ConstCounter::new(series.read()).encode(family.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
 }
 
 struct Accrual {
     at: Instant,
-    /// Series a scrape has seen (at zero, at least): their increments go straight in.
-    exposed: std::collections::HashSet<SandboxLabels>,
-    /// Increments of series no scrape has seen yet.
-    held: HashMap<SandboxLabels, Held>,
-    exposed_snapshots: std::collections::HashSet<SnapshotLabels>,
-    held_snapshots: HashMap<SnapshotLabels, f64>,
     /// Last egress counter per (namespace, sandbox), to turn it into increments.
     egress: HashMap<(String, String), u64>,
-    /// When each sandbox's series were last accrued (to drop them once it is gone).
-    seen: HashMap<SandboxLabels, Instant>,
 }
 
 /// The usage names exported, and the row field each feeds.
@@ -103,12 +186,7 @@ pub struct Metering {
     tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
     registry: Registry,
-    sandbox_seconds: Family<SandboxLabels, FloatCounter>,
-    vcpu_seconds: Family<SandboxLabels, FloatCounter>,
-    memory_gib_seconds: Family<SandboxLabels, FloatCounter>,
-    disk_gib_seconds: Family<SandboxLabels, FloatCounter>,
-    egress_bytes: Family<SandboxLabels, FloatCounter>,
-    snapshot_gib_seconds: Family<SnapshotLabels, FloatCounter>,
+    usage: UsageCollector,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram>,
     accrual: tokio::sync::Mutex<Accrual>,
@@ -124,47 +202,14 @@ impl Metering {
         metrics_url: Option<String>,
     ) -> Metering {
         let mut registry = Registry::with_prefix("sbx");
-        let sandbox_seconds = Family::<SandboxLabels, FloatCounter>::default();
-        let vcpu_seconds = Family::<SandboxLabels, FloatCounter>::default();
-        let memory_gib_seconds = Family::<SandboxLabels, FloatCounter>::default();
-        let disk_gib_seconds = Family::<SandboxLabels, FloatCounter>::default();
-        let egress_bytes = Family::<SandboxLabels, FloatCounter>::default();
-        let snapshot_gib_seconds = Family::<SnapshotLabels, FloatCounter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
         });
-        let usage = registry.sub_registry_with_prefix("usage");
-        usage.register(
-            "sandbox_seconds",
-            "Seconds each sandbox existed, by state",
-            sandbox_seconds.clone(),
-        );
-        usage.register(
-            "vcpu_seconds",
-            "vCPU-seconds reserved (CPU limit x time)",
-            vcpu_seconds.clone(),
-        );
-        usage.register(
-            "memory_gib_seconds",
-            "Memory GiB-seconds reserved (memory limit x time)",
-            memory_gib_seconds.clone(),
-        );
-        usage.register(
-            "disk_gib_seconds",
-            "Disk GiB-seconds reserved (ephemeral-storage limit x time)",
-            disk_gib_seconds.clone(),
-        );
-        usage.register(
-            "egress_bytes",
-            "Bytes sent out of each sandbox (its veth)",
-            egress_bytes.clone(),
-        );
-        usage.register(
-            "snapshot_gib_seconds",
-            "Snapshot storage GiB-seconds per namespace",
-            snapshot_gib_seconds.clone(),
-        );
+        let usage = UsageCollector::default();
+        registry
+            .sub_registry_with_prefix("usage")
+            .register_collector(Box::new(usage.clone()));
         let http = registry.sub_registry_with_prefix("http");
         http.register(
             "requests",
@@ -180,22 +225,12 @@ impl Metering {
             tenancy,
             tenants,
             registry,
-            sandbox_seconds,
-            vcpu_seconds,
-            memory_gib_seconds,
-            disk_gib_seconds,
-            egress_bytes,
-            snapshot_gib_seconds,
+            usage,
             requests,
             latency,
             accrual: tokio::sync::Mutex::new(Accrual {
                 at: Instant::now(),
-                exposed: Default::default(),
-                held: HashMap::new(),
-                exposed_snapshots: Default::default(),
-                held_snapshots: HashMap::new(),
                 egress: HashMap::new(),
-                seen: HashMap::new(),
             }),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(20))
@@ -231,7 +266,7 @@ impl Metering {
         let dt = now.duration_since(accrual.at).as_secs_f64();
         accrual.at = now;
         if !self.tenancy.is_leader() {
-            self.drop_gone(&mut accrual, now);
+            self.drop_gone(now);
             return;
         }
         let Ok(metering) = self.tenancy.metering().await else {
@@ -253,6 +288,7 @@ impl Metering {
             .collect();
         let tenant_of = |ns: &str| owners.get(ns).cloned().unwrap_or_default();
         let mut egress_now = HashMap::new();
+        let mut usage = self.usage.lock();
         for s in &metering.sandboxes {
             let labels = SandboxLabels {
                 tenant: tenant_of(&s.namespace),
@@ -273,53 +309,21 @@ impl Metering {
                 } as f64;
                 egress_now.insert(key, bytes);
             }
-            let mut amounts = Held {
-                seconds: dt,
-                vcpu: s.cpu_millis as f64 / 1000.0 * dt,
-                memory: s.memory_bytes as f64 / GIB * dt,
-                disk: s.disk_bytes as f64 / GIB * dt,
+            let amounts: Amounts = [
+                dt,
+                s.cpu_millis as f64 / 1000.0 * dt,
+                s.memory_bytes as f64 / GIB * dt,
+                s.disk_bytes as f64 / GIB * dt,
                 egress,
-            };
-            // A counter must be seen at zero before it grows, or Prometheus's increase()
-            // takes its first value as the baseline and loses it: a new series is exported
-            // at zero and its increments are held until a scrape has seen it.
-            let counters = [
-                &self.sandbox_seconds,
-                &self.vcpu_seconds,
-                &self.memory_gib_seconds,
-                &self.disk_gib_seconds,
-                &self.egress_bytes,
             ];
-            if !accrual.exposed.contains(&labels) {
-                for family in counters {
-                    let _ = family.get_or_create(&labels);
-                }
-                let held = accrual.held.entry(labels.clone()).or_default();
-                held.seconds += amounts.seconds;
-                held.vcpu += amounts.vcpu;
-                held.memory += amounts.memory;
-                held.disk += amounts.disk;
-                held.egress += amounts.egress;
-            } else {
-                if let Some(held) = accrual.held.remove(&labels) {
-                    amounts.seconds += held.seconds;
-                    amounts.vcpu += held.vcpu;
-                    amounts.memory += held.memory;
-                    amounts.disk += held.disk;
-                    amounts.egress += held.egress;
-                }
-                let values = [
-                    amounts.seconds,
-                    amounts.vcpu,
-                    amounts.memory,
-                    amounts.disk,
-                    amounts.egress,
-                ];
-                for (family, value) in counters.into_iter().zip(values) {
-                    family.get_or_create(&labels).inc_by(value);
-                }
+            let series = usage
+                .sandboxes
+                .entry(labels)
+                .or_insert_with(|| Series::new(now));
+            for (total, amount) in series.total.iter_mut().zip(amounts) {
+                *total += amount;
             }
-            accrual.seen.insert(labels, now);
+            series.seen = now;
         }
         accrual.egress = egress_now;
         for ((namespace, backend), bytes) in &metering.snapshot_bytes {
@@ -329,40 +333,26 @@ impl Metering {
                 backend: backend.clone(),
                 state: "stored".to_string(),
             };
-            let amount = *bytes as f64 / GIB * dt;
-            let counter = self.snapshot_gib_seconds.get_or_create(&labels);
-            if accrual.exposed_snapshots.contains(&labels) {
-                let held = accrual.held_snapshots.remove(&labels).unwrap_or(0.0);
-                counter.inc_by(amount + held);
-            } else {
-                *accrual.held_snapshots.entry(labels).or_default() += amount;
-            }
+            let series = usage
+                .snapshots
+                .entry(labels)
+                .or_insert_with(|| Series::new(now));
+            series.total += *bytes as f64 / GIB * dt;
+            series.seen = now;
         }
-        self.drop_gone(&mut accrual, now);
+        drop(usage);
+        self.drop_gone(now);
     }
 
     /// Series of sandboxes (or states) not accrued for a while stop being exported: gone, or
-    /// this replica no longer leads.
-    fn drop_gone(&self, accrual: &mut Accrual, now: Instant) {
-        let gone: Vec<SandboxLabels> = accrual
-            .seen
-            .iter()
-            .filter(|(_, at)| now.duration_since(**at) > KEEP_GONE)
-            .map(|(l, _)| l.clone())
-            .collect();
-        for labels in gone {
-            accrual.seen.remove(&labels);
-            accrual.exposed.remove(&labels);
-            accrual.held.remove(&labels);
-            for family in [
-                &self.sandbox_seconds,
-                &self.vcpu_seconds,
-                &self.memory_gib_seconds,
-                &self.disk_gib_seconds,
-                &self.egress_bytes,
-            ] {
-                family.remove(&labels);
-            }
+    /// this replica no longer leads. The maps shrink when far below their capacity.
+    fn drop_gone(&self, now: Instant) {
+        let mut usage = self.usage.lock();
+        usage
+            .sandboxes
+            .retain(|_, series| now.duration_since(series.seen) <= KEEP_GONE);
+        if usage.sandboxes.capacity() > 4 * usage.sandboxes.len().max(16) {
+            usage.sandboxes.shrink_to_fit();
         }
     }
 
@@ -375,19 +365,13 @@ impl Metering {
         }
     }
 
-    /// The `/metrics` body: usage brought up to date, then every series.
+    /// The `/metrics` body: usage brought up to date, then every series (new ones at zero).
     pub async fn render(&self) -> String {
         self.accrue().await;
-        let mut accrual = self.accrual.lock().await;
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!(error = %e, "encoding metrics");
         }
-        // Every series in this answer has now been seen (new ones at zero).
-        let seen: Vec<SandboxLabels> = accrual.seen.keys().cloned().collect();
-        accrual.exposed.extend(seen);
-        let snapshots: Vec<SnapshotLabels> = accrual.held_snapshots.keys().cloned().collect();
-        accrual.exposed_snapshots.extend(snapshots);
         out
     }
 
@@ -490,5 +474,80 @@ impl Metering {
             }
         }
         Ok(rows.into_values().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(sandbox: &str) -> SandboxLabels {
+        SandboxLabels {
+            tenant: "acme".into(),
+            namespace: "team-a".into(),
+            backend: "local".into(),
+            state: "running".into(),
+            sandbox: sandbox.into(),
+        }
+    }
+
+    fn scrape(registry: &Registry) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn usage_series_are_counters_first_seen_at_zero() {
+        let usage = UsageCollector::default();
+        let mut registry = Registry::with_prefix("sbx");
+        registry
+            .sub_registry_with_prefix("usage")
+            .register_collector(Box::new(usage.clone()));
+        let now = Instant::now();
+        let mut series = Series::new(now);
+        series.total = [10.0, 5.0, 2.5, 1.0, 4096.0];
+        usage.lock().sandboxes.insert(labels("web"), series);
+        let mut snapshot = Series::new(now);
+        snapshot.total = 0.5;
+        usage.lock().snapshots.insert(
+            SnapshotLabels {
+                tenant: "acme".into(),
+                namespace: "team-a".into(),
+                backend: "local".into(),
+                state: "stored".into(),
+            },
+            snapshot,
+        );
+
+        let first = scrape(&registry);
+        let second = scrape(&registry);
+        let sel =
+            r#"{tenant="acme",namespace="team-a",backend="local",state="running",sandbox="web"}"#;
+        for (name, help) in SANDBOX_SERIES {
+            assert!(
+                first.contains(&format!("# HELP sbx_usage_{name} {help}\n")),
+                "{first}"
+            );
+            assert!(
+                first.contains(&format!("# TYPE sbx_usage_{name} counter\n")),
+                "{first}"
+            );
+            assert!(
+                first.contains(&format!("sbx_usage_{name}_total{sel} 0.0\n")),
+                "{first}"
+            );
+        }
+        assert!(
+            second.contains(&format!("sbx_usage_sandbox_seconds_total{sel} 10.0\n")),
+            "{second}"
+        );
+        assert!(
+            second.contains(&format!("sbx_usage_egress_bytes_total{sel} 4096.0\n")),
+            "{second}"
+        );
+        assert!(second.contains(
+            r#"sbx_usage_snapshot_gib_seconds_total{tenant="acme",namespace="team-a",backend="local",state="stored"} 0.5"#
+        ), "{second}");
     }
 }

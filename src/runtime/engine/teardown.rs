@@ -43,7 +43,13 @@ impl Sbxd {
         if cgroup::is_frozen(&cgroup::cgroups_path(id)) {
             let _ = self.runc.resume(id).await;
         }
-        self.runc.delete(id, true).await?;
+        // Kill precisely and wait for the exits (pidfd), then let the runtime remove a stopped
+        // container: its forced delete checks for the exit in 100 ms steps.
+        let cgroup_path = cgroup::cgroups_path(id);
+        let stopped = process::kill_members(|| cgroup::procs(&cgroup_path), 3).await;
+        if !stopped || self.runc.delete(id, false).await.is_err() {
+            self.runc.delete(id, true).await?;
+        }
         if let Some(shim) = self.shim_pid(id) {
             let _ = tokio::time::timeout(Duration::from_secs(5), process::wait_exit(shim)).await;
             if process::alive(shim) {
@@ -54,7 +60,7 @@ impl Sbxd {
         tokio::task::spawn_blocking(move || rootfs.unmount())
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
-        cgroup::remove_dirs(&cgroup::cgroups_path(id));
+        cgroup::remove_dirs(&cgroup::cgroups_path(id)).await;
         if remove_files {
             let dir = self.dir(id);
             for mount in overlay::mounts_under(&dir) {

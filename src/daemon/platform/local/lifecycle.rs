@@ -352,7 +352,8 @@ impl LocalSandboxes {
                         let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
                     }
                     let _ = std::fs::remove_dir_all(entry.path());
-                    crate::runtime::cgroup::remove_dirs(&crate::runtime::cgroup::cgroups_path(&id));
+                    crate::runtime::cgroup::remove_dirs(&crate::runtime::cgroup::cgroups_path(&id))
+                        .await;
                 }
             }
         }
