@@ -64,6 +64,11 @@
 //! the project's VMs, and an nft transaction that deletes anything about 10 ms more than one
 //! that only adds (a wait for an RCU grace period); a caller may overlap `detach` with the
 //! runtime's own delete. `set_egress` is one `nft -f -`, which flushes, so it waits too.
+//!
+//! `nft` runs one at a time per manager. Each run first reads the table (its cache) and
+//! starts over when another transaction committed meanwhile; with 1,000 sandboxes the table
+//! takes ~200 ms to read, and a few `nft` at once kept restarting each other for seconds (a
+//! create timed out after 15 s). In turn, each transaction is ~10 ms.
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::fs::{self, File};
@@ -244,6 +249,8 @@ pub struct NetworkManager {
     /// Whether the kernel has IPv6 (then link-local address generation is turned off on both
     /// veth ends).
     ipv6: bool,
+    /// Held by each `nft` run (see "Cost" above).
+    nft_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl NetworkManager {
@@ -347,6 +354,7 @@ impl NetworkManager {
             dns,
             netns_prefix: config.netns_prefix,
             ipv6: Path::new("/proc/sys/net/ipv6").exists(),
+            nft_turn: std::sync::Arc::default(),
         })
     }
 
@@ -704,12 +712,14 @@ impl NetworkManager {
     }
 
     async fn nft(&self, script: &str) -> Result<String, NetworkError> {
+        let _turn = self.nft_turn.lock().await;
         run(NFT, &["-f", "-"], self.host_netns.as_deref(), script).await
     }
 
     /// `nft -j list <what>` (nft prints nothing for a `list` read from a script file).
     async fn nft_list(&self, what: &[&str]) -> Result<String, NetworkError> {
         let args: Vec<&str> = ["-j", "list"].iter().chain(what).copied().collect();
+        let _turn = self.nft_turn.lock().await;
         run(NFT, &args, self.host_netns.as_deref(), "").await
     }
 }
