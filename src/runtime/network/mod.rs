@@ -105,6 +105,9 @@ pub use slots::{host_veth_name, slot_addresses};
 
 /// Directory where named network namespaces are bind-mounted (the `ip netns` convention).
 pub const NETNS_DIR: &str = "/run/netns";
+/// Links one `ip -batch` deletes: well within [`command::COMMAND_TIMEOUT`].
+const LINKS_PER_BATCH: usize = 100;
+
 /// The nftables table (family `inet`) that holds every sbx rule on the host side.
 pub const NFT_TABLE: &str = "sbx";
 /// Prefix of host-side veth names; the slot number follows.
@@ -689,22 +692,21 @@ impl NetworkManager {
     }
 
     /// Deletes host-side links by name in one `ip -batch`; absent ones are fine.
+    /// Deletes these links (missing ones are no error), [`LINKS_PER_BATCH`] per `ip` run: the
+    /// kernel takes 15-35 ms per veth, and a crash can leave a thousand.
     async fn delete_links(&self, names: &[String]) -> Result<(), NetworkError> {
-        if names.is_empty() {
-            return Ok(());
-        }
-        let batch: String = names.iter().map(|n| format!("link del {n}\n")).collect();
-        let args = ["-force", "-batch", "-"];
-        match run(IP, &args, self.host_netns.as_deref(), &batch).await {
-            Err(NetworkError::Command { stderr, .. })
-                if stderr.lines().all(|l| {
-                    l.starts_with("Cannot find device") || l.starts_with("Command failed")
-                }) =>
-            {
-                Ok(())
+        for chunk in names.chunks(LINKS_PER_BATCH) {
+            let batch: String = chunk.iter().map(|n| format!("link del {n}\n")).collect();
+            let args = ["-force", "-batch", "-"];
+            match run(IP, &args, self.host_netns.as_deref(), &batch).await {
+                Err(NetworkError::Command { stderr, .. })
+                    if stderr.lines().all(|l| {
+                        l.starts_with("Cannot find device") || l.starts_with("Command failed")
+                    }) => {}
+                other => other.map(drop)?,
             }
-            other => other.map(drop),
         }
+        Ok(())
     }
 
     async fn ip(&self, netns: Option<&Path>, batch: &str) -> Result<String, NetworkError> {
