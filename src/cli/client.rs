@@ -32,6 +32,13 @@ use crate::shared::models::usage::{UsageQuery, UsageResponse};
 use crate::shared::models::{DEFAULT_NAMESPACE, MessageResponse};
 use crate::shared::paths::API_KEY_HEADER;
 
+/// Pauses before each new attempt at a request whose connection failed.
+const CONNECT_RETRY_PAUSES: [Duration; 3] = [
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+];
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -116,7 +123,6 @@ impl ApiClient {
         })?;
         let (method, url) = (request.method().clone(), request.url().path().to_string());
         let response = self
-            .http
             .execute(request)
             .await
             .map_err(|e| ClientError::Connect {
@@ -130,6 +136,29 @@ impl ApiClient {
         })?;
         tracing::debug!(%method, path = %url, status, elapsed_ms = started.elapsed().as_millis() as u64, "request");
         Ok((status, body.to_vec()))
+    }
+
+    /// Sends a request, again after a pause when no connection could be made: the server
+    /// never saw it, so any method is safe to repeat. This carries a call over a replica that
+    /// has just gone (a Service still routing to its address: no route to host) or is
+    /// restarting (refused). A request whose body is a stream is sent once.
+    async fn execute(&self, request: reqwest::Request) -> reqwest::Result<reqwest::Response> {
+        let mut request = request;
+        let mut pauses = CONNECT_RETRY_PAUSES.iter();
+        loop {
+            let again = request.try_clone();
+            match self.http.execute(request).await {
+                Err(error) if error.is_connect() => match (again, pauses.next()) {
+                    (Some(next), Some(pause)) => {
+                        tracing::debug!(error = %describe(&error), "connect failed; trying again");
+                        tokio::time::sleep(*pause).await;
+                        request = next;
+                    }
+                    _ => return Err(error),
+                },
+                outcome => return outcome,
+            }
+        }
     }
 
     /// Sends a request and decodes a bare (non-envelope) JSON body.
@@ -621,5 +650,43 @@ impl ApiClient {
     pub async fn gc_snapshots(&self, request: &GcRequest) -> ClientResult<GcResponse> {
         self.send_json(Method::POST, "/api/v1/snapshots/gc", request)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that starts listening only after the first attempt was refused still gets
+    /// the call; one that never listens is reported as unreachable.
+    #[tokio::test]
+    async fn a_refused_connection_is_tried_again() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .unwrap();
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 4096];
+            let _ = stream.read(&mut request).await.unwrap();
+            let body = r#"{"status":"healthy"}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(response.as_bytes()).await.unwrap();
+        });
+        let client = ApiClient::new(&format!("http://127.0.0.1:{port}"), None).unwrap();
+        assert_eq!(client.health().await.unwrap().status, "healthy");
+        server.await.unwrap();
+
+        let refused = client.health().await.unwrap_err();
+        assert!(matches!(refused, ClientError::Connect { .. }), "{refused}");
     }
 }
