@@ -794,10 +794,16 @@ async fn attach_to_an_existing_process_namespace() {
         assert!(Instant::now() < deadline, "unshare did not start");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let a = net
-        .attach_to_pid("a", 2, &Egress::Unrestricted, pid, false)
-        .await
-        .unwrap();
+    // The rules first, as sbxd does while the runtime creates the container; the links when
+    // the process (and so its namespace) exists.
+    let a = net.prepare("a", 2, &Egress::Unrestricted).await.unwrap();
+    assert!(
+        !lab.router_links().contains("sbxv2"),
+        "{}",
+        lab.router_links()
+    );
+    assert!(!a.netns_path.exists());
+    net.plug(&a, Some(pid), false).await.unwrap();
     let process_ns = PathBuf::from(format!("/proc/{pid}/ns/net"));
     assert_eq!(
         std::fs::metadata(&a.netns_path).unwrap().ino(),
@@ -809,6 +815,15 @@ async fn attach_to_an_existing_process_namespace() {
     );
     net.detach("a", 2).await.unwrap();
     assert!(!a.netns_path.exists());
+    // A prepared slot whose sandbox never came (its create failed) goes with detach;
+    // preparing it again for another sandbox starts clean.
+    let rules = lab.ruleset();
+    net.prepare("b", 2, &Egress::Unrestricted).await.unwrap();
+    net.detach("b", 2).await.unwrap();
+    assert_eq!(lab.ruleset(), rules);
+    let b = net.attach("b", 2, &Egress::DenyAll).await.unwrap();
+    assert_refused_fast(&b.netns_path, EXT_A, HTTP);
+    net.detach("b", 2).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -379,6 +379,7 @@ impl Sbxd {
         spec: &SandboxSpec,
         checkpoint: Option<&Path>,
     ) -> Result<Started, RuntimeError> {
+        let mut phases = Phases::start();
         let image = self.images.ensure(&spec.image).await?;
         let entrypoint = spec.entrypoint.as_ref().unwrap_or(&image.config.entrypoint);
         // As in Kubernetes: a new entrypoint drops the image's cmd unless cmd is given too.
@@ -451,9 +452,11 @@ impl Sbxd {
             let rootfs = rootfs.clone();
             tokio::task::spawn_blocking(move || rootfs.mount(&lowers, owner))
         };
+        phases.mark("prepare");
         mount_rootfs
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+        phases.mark("rootfs");
 
         let capabilities = spec
             .capabilities
@@ -487,35 +490,38 @@ impl Sbxd {
         let json = serde_json::to_vec(&oci).map_err(|e| RuntimeError::Spec(e.to_string()))?;
         write_private(&bundle_dir.join("config.json"), &json)?;
 
-        let pid = self.spawn_shim(spec, checkpoint).await?;
-        // A restored sandbox comes back with the source's eth0 (and address): replace it.
-        let attach = || {
-            network.attach_to_pid(
-                &spec.id,
-                spec.slot,
-                &egress,
-                pid as u32,
-                checkpoint.is_some(),
-            )
+        phases.mark("bundle");
+        // The host side of the network needs no process: it is made while the runtime
+        // creates the container, and plugged into the container's namespace after.
+        let prepare = async {
+            match network.prepare(&spec.id, spec.slot, &egress).await {
+                // The platform gives each slot to one sandbox at a time: whatever holds it is
+                // left over from a removal a crash or a failure cut short. A dirty slot is
+                // cleaned, never a failed sandbox.
+                Err(NetworkError::SlotInUse(slot)) => {
+                    tracing::warn!(sandbox = %spec.id, slot, "the sandbox's network slot held objects no sandbox owns; removing them");
+                    network.clear_slot(slot).await?;
+                    network.prepare(&spec.id, spec.slot, &egress).await
+                }
+                other => other,
+            }
         };
-        match attach().await {
-            // The platform gives each slot to one sandbox at a time: whatever holds it is left
-            // over from a removal a crash or a failure cut short. A dirty slot is cleaned,
-            // never a failed sandbox.
-            Err(NetworkError::SlotInUse(slot)) => {
-                tracing::warn!(sandbox = %spec.id, slot, "the sandbox's network slot held objects no sandbox owns; removing them");
-                network.clear_slot(slot).await?;
-                attach().await?;
-            }
-            other => {
-                other?;
-            }
-        }
+        let (pid, attachment) = tokio::join!(self.spawn_shim(spec, checkpoint), prepare);
+        let pid = pid?;
+        let attachment = attachment?;
+        phases.mark("create");
+        // A restored sandbox comes back with the source's eth0 (and address): replace it.
+        network
+            .plug(&attachment, Some(pid as u32), checkpoint.is_some())
+            .await?;
+        phases.mark("network");
         if checkpoint.is_some() {
             set_hostname(pid, &spec.name).await?;
         } else {
             self.runc.start(&spec.id).await?;
         }
+        phases.mark("start");
+        tracing::debug!(sandbox = %spec.id, phases = %phases, "provisioned");
         Ok(Started { pid })
     }
 
@@ -657,6 +663,38 @@ impl Sbxd {
                 line.trim()
             ))),
         }
+    }
+}
+
+/// Where a provisioning spent its time: each phase's duration, in order (for the debug log).
+struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    fn start() -> Phases {
+        Phases {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name` now.
+    fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.done.push((name, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (name, took)) in self.done.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{name}={:.1}ms", took.as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
     }
 }
 
