@@ -149,39 +149,9 @@ async fn configure(
     att: &Attachment,
     ipv6: bool,
 ) -> Result<(), NetworkError> {
-    let veth = &att.host_veth;
-    let outside = async {
-        let index = index_of(host, veth).await?;
-        if ipv6 {
-            no_ipv6_addresses(host, index, veth).await?;
-        }
-        host.address()
-            .add(index, IpAddr::V4(att.gateway), att.prefix_len)
-            .execute()
-            .await
-            .map_err(netlink_error(format!(
-                "add {}/{} to {veth}",
-                att.gateway, att.prefix_len
-            )))?;
-        let up = LinkUnspec::new_with_index(index).up();
-        set(host, format!("set {veth} up"), up).await
-    };
+    let outside = bring_up(host, &att.host_veth, att.gateway, att.prefix_len, ipv6);
     let within = async {
-        let eth0 = index_of(inside, SANDBOX_IFNAME).await?;
-        if ipv6 {
-            no_ipv6_addresses(inside, eth0, SANDBOX_IFNAME).await?;
-        }
-        inside
-            .address()
-            .add(eth0, IpAddr::V4(att.address), att.prefix_len)
-            .execute()
-            .await
-            .map_err(netlink_error(format!(
-                "add {}/{} to {SANDBOX_IFNAME}",
-                att.address, att.prefix_len
-            )))?;
-        let up = LinkUnspec::new_with_index(eth0).up();
-        set(inside, format!("set {SANDBOX_IFNAME} up"), up).await?;
+        bring_up(inside, SANDBOX_IFNAME, att.address, att.prefix_len, ipv6).await?;
         let lo = index_of(inside, "lo").await?;
         set(
             inside,
@@ -206,6 +176,30 @@ async fn configure(
             "add the default route via {}",
             att.gateway
         )))
+}
+
+/// Gives the link `name` its address and brings it up (IPv6 addresses turned off first).
+async fn bring_up(
+    handle: &Handle,
+    name: &str,
+    address: Ipv4Addr,
+    prefix_len: u8,
+    ipv6: bool,
+) -> Result<(), NetworkError> {
+    let index = index_of(handle, name).await?;
+    if ipv6 {
+        no_ipv6_addresses(handle, index, name).await?;
+    }
+    handle
+        .address()
+        .add(index, IpAddr::V4(address), prefix_len)
+        .execute()
+        .await
+        .map_err(netlink_error(format!(
+            "add {address}/{prefix_len} to {name}"
+        )))?;
+    let up = LinkUnspec::new_with_index(index).up();
+    set(handle, format!("set {name} up"), up).await
 }
 
 /// Whether a link named `name` exists on `handle`'s side.
