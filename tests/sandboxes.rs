@@ -245,6 +245,17 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
     let freezer = std::fs::read_to_string(format!("/sys/fs/cgroup/freezer/sbx/{id}/freezer.state"))
         .unwrap_or_default();
     assert_eq!(freezer.trim(), "FROZEN");
+    // sbxd freezes the cgroup itself; the runtime reads the same state.
+    let runtime_state = |id: &str| -> Value {
+        let out = std::process::Command::new("runc")
+            .arg("--root")
+            .arg(daemon.data_dir.join("runtime").join("runc"))
+            .args(["state", id])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(runtime_state(&id)["status"], "paused");
     let (status, code) = api_status(
         client
             .exec_sandbox(
@@ -267,6 +278,7 @@ async fn lifecycle_exec_logs_pause_metrics_delete() {
         .await
         .unwrap();
     assert_eq!(sh(&client, "demo", "echo back").await.1, "back\n");
+    assert_eq!(runtime_state(&id)["status"], "running");
 
     // Exec limits: timeout kills the command tree.
     let r = client

@@ -126,14 +126,18 @@ impl Sbxd {
         Ok((process_path, pid_path))
     }
 
-    /// Freezes the sandbox.
+    /// Freezes the sandbox (its cgroup, directly: see [`cgroup::set_frozen`]).
     pub async fn pause(&self, id: &str) -> Result<(), RuntimeError> {
-        self.runc.pause(id).await
+        cgroup::set_frozen(&cgroup::cgroups_path(id), true)
+            .await
+            .map_err(|e| RuntimeError::io("freeze the sandbox", e))
     }
 
     /// Thaws the sandbox.
     pub async fn resume(&self, id: &str) -> Result<(), RuntimeError> {
-        self.runc.resume(id).await
+        cgroup::set_frozen(&cgroup::cgroups_path(id), false)
+            .await
+            .map_err(|e| RuntimeError::io("thaw the sandbox", e))
     }
 
     /// The recorded exit of the main process, if it ended.

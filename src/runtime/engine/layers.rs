@@ -11,11 +11,11 @@ impl Sbxd {
         let cgroup_path = cgroup::cgroups_path(id);
         let freeze = !cgroup::is_frozen(&cgroup_path);
         if freeze {
-            self.runc.pause(id).await?;
+            self.pause(id).await?;
         }
         let copied = self.copy_upper(spec).await;
         if freeze {
-            if let Err(e) = self.runc.resume(id).await {
+            if let Err(e) = self.resume(id).await {
                 tracing::error!(sandbox = %id, error = %e, "thawing after a snapshot");
             }
         }

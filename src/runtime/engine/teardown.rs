@@ -41,7 +41,7 @@ impl Sbxd {
         let id = spec.id.as_str();
         // Frozen processes cannot die: thaw first (a file read, not a runtime call).
         if cgroup::is_frozen(&cgroup::cgroups_path(id)) {
-            let _ = self.runc.resume(id).await;
+            let _ = self.resume(id).await;
         }
         // Kill precisely and wait for the exits (pidfd), then let the runtime remove a stopped
         // container: its forced delete checks for the exit in 100 ms steps.
