@@ -145,82 +145,105 @@ impl LocalSandboxes {
             loop {
                 let started = Instant::now();
                 process::wait_exit(pid).await;
-                if live.stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let _guard = live.lock.lock().await;
-                if live.stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let oom = self.sbxd.stats(&spec.id).is_some_and(|s| s.oom_kills > 0);
-                // The shim writes the exit status right after the process ends.
-                let mut exit = None;
-                for _ in 0..50 {
-                    exit = self.sbxd.exit_record(&spec.id);
-                    if exit.is_some() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                let code = exit.map(|e| e.exit_code).unwrap_or(-1);
-                let reason = if oom {
-                    format!("main process was OOMKilled (exit code {code})")
-                } else {
-                    format!("main process exited with code {code}")
-                };
-                quick_exits = if started.elapsed() >= STABLE_AFTER {
-                    1
-                } else {
-                    quick_exits + 1
-                };
-                if quick_exits > MAX_QUICK_RESTARTS {
-                    tracing::warn!(sandbox = %spec.id, %reason, "sandbox failed: crash loop");
-                    drop(_guard);
-                    self.stop_with(
-                        &spec,
-                        SandboxStatus::Failed,
-                        format!("{reason}; gave up after {MAX_QUICK_RESTARTS} restarts"),
-                    )
-                    .await;
-                    return;
-                }
-                tracing::info!(sandbox = %spec.id, %reason, "restarting sandbox");
-                let _ = self
-                    .update(&spec, |r: &mut Record| {
-                        r.ready = false;
-                        r.error_message = reason.clone();
-                    })
-                    .await;
-                if let Err(e) = self.sbxd.teardown(&spec, false).await {
-                    tracing::warn!(sandbox = %spec.id, error = %e, "teardown before restart");
-                }
-                let backoff = Duration::from_millis(250 * 2u64.pow(quick_exits.min(7)));
-                tokio::time::sleep(backoff).await;
-                match self.sbxd.provision(&spec).await {
-                    Ok(started) => {
-                        pid = started.pid;
-                        let _ = self
-                            .update(&spec, |r: &mut Record| {
-                                r.status = SandboxStatus::Running;
-                                r.ready = true;
-                                r.pid = Some(started.pid);
-                                r.restarts += 1;
-                            })
-                            .await;
-                    }
-                    Err(e) => {
-                        drop(_guard);
-                        self.stop_with(
-                            &spec,
-                            SandboxStatus::Failed,
-                            format!("{reason}; restart failed: {e}"),
-                        )
-                        .await;
-                        return;
-                    }
+                // The exit's handling is a boxed future of its own: inline, its state (a
+                // teardown, a restart) would size every waiting task, ~9 KiB per sandbox.
+                match self
+                    .after_exit(&spec, &live, started, &mut quick_exits)
+                    .await
+                {
+                    Some(restarted) => pid = restarted,
+                    None => return,
                 }
             }
         });
+    }
+
+    /// What follows the exit of a supervised sandbox's main process (started at `started`):
+    /// a restart (the new pid), or the end of supervision (None: deleted, or failed).
+    fn after_exit<'a>(
+        self: &'a Arc<Self>,
+        spec: &'a SandboxSpec,
+        live: &'a Live,
+        started: Instant,
+        quick_exits: &'a mut u32,
+    ) -> BoxFuture<'a, Option<i32>> {
+        async move {
+            if live.stopping.load(Ordering::SeqCst) {
+                return None;
+            }
+            let _guard = live.lock.lock().await;
+            if live.stopping.load(Ordering::SeqCst) {
+                return None;
+            }
+            let oom = self.sbxd.stats(&spec.id).is_some_and(|s| s.oom_kills > 0);
+            // The shim writes the exit status right after the process ends.
+            let mut exit = None;
+            for _ in 0..50 {
+                exit = self.sbxd.exit_record(&spec.id);
+                if exit.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let code = exit.map(|e| e.exit_code).unwrap_or(-1);
+            let reason = if oom {
+                format!("main process was OOMKilled (exit code {code})")
+            } else {
+                format!("main process exited with code {code}")
+            };
+            *quick_exits = if started.elapsed() >= STABLE_AFTER {
+                1
+            } else {
+                *quick_exits + 1
+            };
+            if *quick_exits > MAX_QUICK_RESTARTS {
+                tracing::warn!(sandbox = %spec.id, %reason, "sandbox failed: crash loop");
+                drop(_guard);
+                self.stop_with(
+                    spec,
+                    SandboxStatus::Failed,
+                    format!("{reason}; gave up after {MAX_QUICK_RESTARTS} restarts"),
+                )
+                .await;
+                return None;
+            }
+            tracing::info!(sandbox = %spec.id, %reason, "restarting sandbox");
+            let _ = self
+                .update(spec, |r: &mut Record| {
+                    r.ready = false;
+                    r.error_message = reason.clone();
+                })
+                .await;
+            if let Err(e) = self.sbxd.teardown(spec, false).await {
+                tracing::warn!(sandbox = %spec.id, error = %e, "teardown before restart");
+            }
+            let backoff = Duration::from_millis(250 * 2u64.pow((*quick_exits).min(7)));
+            tokio::time::sleep(backoff).await;
+            match self.sbxd.provision(spec).await {
+                Ok(started) => {
+                    let _ = self
+                        .update(spec, |r: &mut Record| {
+                            r.status = SandboxStatus::Running;
+                            r.ready = true;
+                            r.pid = Some(started.pid);
+                            r.restarts += 1;
+                        })
+                        .await;
+                    Some(started.pid)
+                }
+                Err(e) => {
+                    drop(_guard);
+                    self.stop_with(
+                        spec,
+                        SandboxStatus::Failed,
+                        format!("{reason}; restart failed: {e}"),
+                    )
+                    .await;
+                    None
+                }
+            }
+        }
+        .boxed()
     }
 
     /// Makes the records and the host agree after a (re)start of the daemon.
