@@ -126,7 +126,12 @@ impl Env {
                     token,
                     url: deployed.url.clone(),
                     _daemon: None,
-                    namespace: format!("bh-ic-{suffix}"),
+                    // The two in-cluster backends run the same scenarios one after the
+                    // other: each has namespaces of its own.
+                    namespace: match platform {
+                        Platform::InCluster => format!("bh-ic-{suffix}"),
+                        _ => format!("bh-ics-{suffix}"),
+                    },
                     image: format!("{}/sbx-test/busybox:latest", common::test_registry()),
                     _net: None,
                     _replicas: Some(replicas),
