@@ -357,3 +357,91 @@ async fn sandboxes_are_deployments() {
     }
     assert_eq!(get("web").await.0, 404);
 }
+
+/// A create POSTs the Deployment and the root PVC together: two creates of one name at once
+/// leave one sandbox with one volume (the losing create hands its PVC over or deletes it),
+/// never a volume of no sandbox; the loser is told the name is taken.
+#[tokio::test]
+async fn two_creates_of_one_name_at_once_leave_one_sandbox_and_one_volume() {
+    use reqwest::Method as M;
+    const ROUNDS: usize = 12;
+    let cluster = Cluster::take(&["sb-race"]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let create = |name: String| {
+        let (daemon, admin) = (&daemon, admin.clone());
+        async move {
+            let body = json!({"name": name, "namespace": "sb-race", "image": "busybox:1.36"});
+            call(daemon, &admin, M::POST, "/api/v1/sandboxes", Some(body)).await
+        }
+    };
+    for round in 0..ROUNDS {
+        let name = format!("race-{round}");
+        let (a, b) = tokio::join!(create(name.clone()), create(name.clone()));
+        let mut statuses = [a.0, b.0];
+        statuses.sort();
+        assert_eq!(statuses, [201, 400], "{name}: {a:?} {b:?}");
+        let loser = if a.0 == 400 { &a.1 } else { &b.1 };
+        assert!(
+            loser["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("already exists")),
+            "{loser}"
+        );
+    }
+    eprintln!(
+        "PVCs handed over: {}",
+        daemon.log_text().matches("handed its PVC over").count()
+    );
+    // Every sandbox has its Deployment and exactly its own PVC, live; no other PVC exists.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "sb-race");
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "sb-race");
+    let mut names: Vec<String> = (0..ROUNDS).map(|r| format!("race-{r}")).collect();
+    names.sort();
+    let mut made: Vec<String> = deployments
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    made.sort();
+    assert_eq!(made, names);
+    let mut volumes = Vec::new();
+    for pvc in pvcs.list(&ListParams::default()).await.unwrap().items {
+        assert!(
+            pvc.metadata.deletion_timestamp.is_none(),
+            "{:?} is being deleted",
+            pvc.metadata.name
+        );
+        volumes.push(pvc.metadata.name.unwrap());
+    }
+    volumes.sort();
+    let wanted: Vec<String> = names.iter().map(|n| format!("{n}-root-lh")).collect();
+    assert_eq!(volumes, wanted);
+    // And each one runs on its volume.
+    for name in &names {
+        let started = Instant::now();
+        loop {
+            let (status, body) = call(
+                &daemon,
+                &admin,
+                M::GET,
+                &format!("/api/v1/sandboxes/{name}?namespace=sb-race"),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            if body["data"]["status"] == "Running" {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{name} never ran: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

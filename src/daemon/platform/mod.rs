@@ -173,6 +173,20 @@ pub struct NewSandbox {
     /// When it is deleted, and when it is paused for want of activity.
     #[serde(default)]
     pub lifetime: Lifetime,
+    /// The tenant owning the namespace, as the service found it when it checked the quotas
+    /// (`None`: no tenant owns it). Never sent to an agent nor stored.
+    #[serde(skip)]
+    pub owner: Option<SandboxOwner>,
+}
+
+/// What a platform needs of a new sandbox's tenant: its name (a label of the sandbox's
+/// objects) and its network limits (the Pod's bandwidth).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxOwner {
+    /// The tenant's name.
+    pub name: String,
+    /// Its `spec.limits.network`.
+    pub network: Option<crate::shared::models::tenant::NetworkLimits>,
 }
 
 /// A sandbox's lifetime: the leader deletes it at `expires_at` and pauses it once

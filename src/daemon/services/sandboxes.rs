@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::{NewSandbox, PlatformError, SandboxBackend, TenantStore};
+use crate::daemon::platform::{
+    NewSandbox, PlatformError, SandboxBackend, SandboxOwner, TenantStore,
+};
 use crate::daemon::services::process::{command_field, create_env};
 use crate::daemon::services::quotas::Ask;
 use crate::daemon::services::tenants::{Need, Owner, TenantService};
@@ -448,6 +450,7 @@ impl SandboxService {
             cmd,
             labels,
             lifetime: Default::default(),
+            owner: None,
         })
     }
 
@@ -476,6 +479,10 @@ impl SandboxService {
             .await?;
         let owner = self.tenants.owner(&new.namespace).await?;
         new.lifetime = super::lifetimes::create_lifetime(request, owner.as_ref())?;
+        new.owner = owner.as_ref().map(|o| SandboxOwner {
+            name: o.name.clone(),
+            network: o.spec.limits.as_ref().and_then(|l| l.network.clone()),
+        });
         let mut sizing = Sizing {
             backend: new.backend.clone(),
             cpu_millis: new.cpu_millis,

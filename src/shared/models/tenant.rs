@@ -76,7 +76,15 @@ pub struct MaxSandboxSize {
 
 /// Per-sandbox network bandwidth limits, in bits per second (enforced on kfd and kql).
 #[derive(
-    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkLimits {

@@ -21,6 +21,7 @@ mod cache;
 mod identity;
 pub mod install;
 mod kubelet;
+mod launch;
 mod lease;
 mod lifetimes;
 pub mod objects;

@@ -115,9 +115,9 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "",
         "persistentvolumeclaims",
-        &["get", "create", "delete"],
+        &["get", "create", "patch", "delete"],
         Scope::Cluster,
-        "the root volume of a kql sandbox, cloned from a VolumeSnapshot by fork and restore",
+        "the root volume of a kql sandbox, cloned from a VolumeSnapshot by fork and restore; handed from one create to another when both ask for the same name at once",
     ),
     rule(
         "",

@@ -39,6 +39,7 @@ impl SandboxBackend for KubernetesPlatform {
             &template,
             workloads::Root::Fresh,
             env,
+            launch::Tenancy::Known(new.owner.as_ref()),
         )
         .await
     }

@@ -15,6 +15,7 @@ use crate::shared::models::sandbox::SandboxStatus;
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::quantity::Quantity;
 
+use super::launch::Tenancy;
 use super::workloads::*;
 
 impl KubernetesPlatform {
@@ -317,7 +318,14 @@ impl KubernetesPlatform {
             Env::None
         };
         match self
-            .launch(namespace, new_name, &template, Root::Made, env)
+            .launch(
+                namespace,
+                new_name,
+                &template,
+                Root::Made,
+                env,
+                Tenancy::Lookup,
+            )
             .await
         {
             Ok(()) => Ok(()),
@@ -531,6 +539,7 @@ impl KubernetesPlatform {
             &t,
             Root::FromSnapshot(snapshot),
             env,
+            Tenancy::Lookup,
         )
         .await
     }

@@ -5,17 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{
     Api, ApiResource, AttachParams, DynamicObject, ListParams, LogParams, ObjectMeta, PostParams,
 };
 
-use super::objects::sandboxes::{self, CONTAINER, SandboxTemplate};
+use super::objects::sandboxes::{self, CONTAINER};
 use super::objects::{names, snapshots};
-use super::{
-    FIELD_MANAGER, KubernetesPlatform, TENANT_LABEL, conflict, kube_error, managed, missing,
-};
+use super::{FIELD_MANAGER, KubernetesPlatform, conflict, kube_error, managed, missing};
 use crate::daemon::platform::{PlatformError, PlatformResult};
 use crate::shared::models::sandbox::{ExecResponse, SandboxMetrics};
 use crate::shared::quantity::{Quantity, format_cpu_millis, format_mebibytes};
@@ -73,156 +71,6 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The sandbox's namespace, created when missing; returns its tenant (label).
-    pub(super) async fn ensure_namespace(&self, namespace: &str) -> PlatformResult<Option<String>> {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let what = format!("namespace {namespace}");
-        if let Some(ns) = namespaces
-            .get_opt(namespace)
-            .await
-            .map_err(|e| kube_error(&what, e))?
-        {
-            return Ok(ns
-                .metadata
-                .labels
-                .and_then(|l| l.get(TENANT_LABEL).cloned()));
-        }
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(namespace.to_string()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        match namespaces.create(&writer(), &ns).await {
-            Ok(_) => Ok(None),
-            Err(e) if conflict(&e) => Ok(None),
-            Err(e) => Err(kube_error(&what, e)),
-        }
-    }
-
-    /// The network limits of a tenant (bandwidth annotations on its sandboxes' Pods).
-    pub(super) async fn tenant_network(
-        &self,
-        tenant: &str,
-    ) -> PlatformResult<Option<crate::shared::models::tenant::NetworkLimits>> {
-        let Some(object) = self
-            .tenants()
-            .get_opt(tenant)
-            .await
-            .map_err(|e| kube_error(&format!("tenant {tenant}"), e))?
-        else {
-            return Ok(None);
-        };
-        Ok(super::objects::tenants::record(&object)?
-            .spec
-            .limits
-            .and_then(|l| l.network))
-    }
-
-    /// Makes a sandbox: its Deployment first (the name is taken there: 409 when it exists),
-    /// then its root PVC, env Secret and egress policy; when one of those fails, everything of
-    /// the sandbox is taken back out.
-    pub(super) async fn launch(
-        &self,
-        namespace: &str,
-        name: &str,
-        template: &SandboxTemplate,
-        root: Root<'_>,
-        env: Env<'_>,
-    ) -> PlatformResult<()> {
-        let tenant = self.ensure_namespace(namespace).await?;
-        let network = match &tenant {
-            Some(t) => self.tenant_network(t).await?,
-            None => None,
-        };
-        let mut template = template.clone();
-        template.env = !matches!(env, Env::None);
-        let body = sandboxes::deployment(
-            namespace,
-            name,
-            &template,
-            tenant.as_deref(),
-            network.as_ref(),
-            &self.settings,
-        );
-        let object: Deployment = serde_json::from_value(body)
-            .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
-        let created = self
-            .deployments(Some(namespace))
-            .create(&writer(), &object)
-            .await
-            .map_err(|e| create_error(e, "sandbox", namespace, name))?;
-        let companions = async {
-            if template.has_root_volume() {
-                let bytes = template
-                    .root_disk_bytes
-                    .unwrap_or(self.settings.root_disk_bytes);
-                match root {
-                    Root::Fresh => self.create_root_pvc(namespace, name, bytes, None).await?,
-                    Root::FromSnapshot(s) => {
-                        self.create_root_pvc(namespace, name, bytes, Some(s))
-                            .await?
-                    }
-                    Root::Made => {}
-                }
-            }
-            match env {
-                Env::None => {}
-                Env::Values(values) => {
-                    self.apply_in(
-                        namespace,
-                        sandboxes::env_secret_object(namespace, name, values),
-                    )
-                    .await?
-                }
-                Env::Copy(from) => {
-                    self.copy_secret(namespace, from, &sandboxes::env_secret(name), name)
-                        .await?
-                }
-            }
-            if let Some(policy) =
-                sandboxes::egress_policy_object(namespace, name, template.egress.as_deref())
-            {
-                self.apply_in(namespace, policy).await?;
-            }
-            Ok::<(), PlatformError>(())
-        };
-        if let Err(e) = companions.await {
-            self.remove_sandbox_objects(namespace, name).await;
-            return Err(e);
-        }
-        self.deployment_cache
-            .settled(
-                namespace,
-                name,
-                created.metadata.resource_version.as_deref(),
-            )
-            .await;
-        Ok(())
-    }
-
-    pub(super) async fn create_root_pvc(
-        &self,
-        namespace: &str,
-        sandbox: &str,
-        bytes: u64,
-        from_snapshot: Option<&str>,
-    ) -> PlatformResult<()> {
-        let object: PersistentVolumeClaim = serde_json::from_value(sandboxes::root_pvc_object(
-            namespace,
-            sandbox,
-            bytes,
-            from_snapshot,
-        ))
-        .map_err(|e| PlatformError::Store(format!("root PVC: {e}")))?;
-        self.pvcs(namespace)
-            .create(&writer(), &object)
-            .await
-            .map(drop)
-            .map_err(|e| kube_error(&format!("PVC {}", sandboxes::root_pvc(sandbox)), e))
-    }
-
     /// Copies the data of Secret `from` into a new Secret `to` labelled for `sandbox`.
     pub(super) async fn copy_secret(
         &self,
@@ -276,24 +124,18 @@ impl KubernetesPlatform {
     ) -> PlatformResult<()> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let policies: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), namespace);
-        let outcomes = [
-            self.deployments(Some(namespace))
-                .delete(name, &Default::default())
-                .await
-                .map(drop),
-            secrets
-                .delete(&sandboxes::env_secret(name), &Default::default())
-                .await
-                .map(drop),
-            policies
-                .delete(&sandboxes::egress_policy(name), &Default::default())
-                .await
-                .map(drop),
-            self.pvcs(namespace)
-                .delete(&sandboxes::root_pvc(name), &Default::default())
-                .await
-                .map(drop),
-        ];
+        let pvcs = self.pvcs(namespace);
+        let deployments = self.deployments(Some(namespace));
+        let (secret, policy) = (sandboxes::env_secret(name), sandboxes::egress_policy(name));
+        let pvc = sandboxes::root_pvc(name);
+        let none = Default::default();
+        let outcomes: [Result<(), kube::Error>; 4] = tokio::join!(
+            async { deployments.delete(name, &none).await.map(drop) },
+            async { secrets.delete(&secret, &none).await.map(drop) },
+            async { policies.delete(&policy, &none).await.map(drop) },
+            async { pvcs.delete(&pvc, &none).await.map(drop) },
+        )
+        .into();
         for outcome in outcomes {
             match outcome {
                 Ok(()) => {}

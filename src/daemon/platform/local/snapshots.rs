@@ -564,6 +564,7 @@ impl LocalSandboxes {
             cmd: plan.cmd.clone().or_else(|| source.cmd.clone()),
             labels: Default::default(),
             lifetime: Default::default(),
+            owner: None,
         };
         self.create_on_layers_with(new, source.layers.clone(), checkpoint)
             .await

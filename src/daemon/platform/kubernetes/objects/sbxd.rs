@@ -329,6 +329,7 @@ mod tests {
             cmd: None,
             labels: [("team".to_string(), "ml".to_string())].into(),
             lifetime: Default::default(),
+            owner: None,
         };
         let mut object = object(&new, "node-1");
         // The env never reaches the cluster's record.
