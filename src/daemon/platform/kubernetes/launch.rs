@@ -96,6 +96,7 @@ impl KubernetesPlatform {
             }
             _ => None,
         };
+        let started = Instant::now();
         let created = match self.post(namespace, name, &deployment, pvc.as_ref()).await {
             Err(Failure::NoNamespace) => {
                 self.make_namespace(namespace).await?;
@@ -134,10 +135,12 @@ impl KubernetesPlatform {
             };
             tokio::try_join!(secret, policy).map(drop)
         };
+        let posted = started.elapsed();
         if let Err(e) = companions.await {
             self.remove_sandbox_objects(namespace, name).await;
             return Err(e);
         }
+        let companions = started.elapsed() - posted;
         self.deployment_cache
             .settled(
                 namespace,
@@ -145,6 +148,12 @@ impl KubernetesPlatform {
                 created.metadata.resource_version.as_deref(),
             )
             .await;
+        tracing::debug!(
+            %namespace, sandbox = %name,
+            posts = ?posted, companions = ?companions,
+            cache = ?(started.elapsed() - posted - companions),
+            "launched"
+        );
         Ok(())
     }
 
