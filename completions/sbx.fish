@@ -30,7 +30,8 @@ complete -c sbx -n "__fish_sbx_needs_command" -l profile -d 'Profile of the conf
 complete -c sbx -n "__fish_sbx_needs_command" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_needs_command" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_needs_command" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -65,7 +66,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -l profile -d 'Profile of
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -90,7 +92,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subco
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l enter-host -d 'Leave the container for the host before starting: join PID 1\'s mount and cgroup namespaces (the Pod needs hostPID and privileges), copy sbx to DATA_DIR/bin and run that copy, out of the Pod\'s cgroup, so that sandboxes outlive the agent\'s Pod'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -110,7 +113,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from install" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -121,7 +125,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and __fish_seen_subcommand_from idle" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -136,7 +141,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand login" -l profile -d 'Profile of
 complete -c sbx -n "__fish_sbx_using_subcommand login" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand login" -l bootstrap -d 'Use the first admin key that `sbx serve` wrote to its data dir on this host'
 complete -c sbx -n "__fish_sbx_using_subcommand login" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand login" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -148,7 +154,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand whoami" -l profile -d 'Profile o
 complete -c sbx -n "__fish_sbx_using_subcommand whoami" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand whoami" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand whoami" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand whoami" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -159,12 +166,13 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
+complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -f -a "create" -d 'Mint a key; its token is shown once: print it, or write it to a file or a Secret'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -f -a "ls" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and not __fish_seen_subcommand_from create list ls revoke rm help" -f -a "revoke" -d 'Revoke every key with this name'
@@ -178,13 +186,17 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l expires-days -d 'Days until the key expires' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -s n -l namespace -d 'Narrow the key to a namespace of its tenant (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l node -d 'Node where the key may place sandboxes (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l token-file -d 'Write the token to this new file (mode 0600) instead of printing it' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l token-secret -d 'Write the token to this Kubernetes Secret (key `token`), with your kubeconfig' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
+complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -l overwrite -d 'Replace the token file or Secret when it exists'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -195,7 +207,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -206,7 +219,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -217,7 +231,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from revoke" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from revoke" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from revoke" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from revoke" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -228,12 +243,13 @@ complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
+complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "create" -d 'Mint a key; its token is shown once: print it, or write it to a file or a Secret'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "revoke" -d 'Revoke every key with this name'
 complete -c sbx -n "__fish_sbx_using_subcommand key; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -243,7 +259,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_sub
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs cp update pause resume fork snapshot metrics top help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs cp update pause resume fork snapshot metrics top help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs cp update pause resume fork snapshot metrics top help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and not __fish_seen_subcommand_from create list ls get delete rm delete-all exec logs cp update pause resume fork snapshot metrics top help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -287,7 +304,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l no-egress -d 'Allow no egress at all'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l non-root -d 'Run as UID, GID and FSGroup 65532'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l container-non-root -d 'Run the container\'s user as UID 65532 (group unchanged)'
@@ -305,7 +323,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s A -l all-namespaces -d 'List sandboxes of every namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -319,7 +338,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s A -l all-namespaces -d 'List sandboxes of every namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -332,7 +352,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -344,7 +365,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -356,7 +378,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -368,7 +391,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s y -l yes -d 'Do not ask for confirmation'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from delete-all" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -382,7 +406,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s i -l stdin -d 'Send this terminal\'s stdin to the command'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s t -l tty -d 'Give the command a terminal (with -i: an interactive session)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from exec" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -399,7 +424,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s f -l follow -d 'Keep printing lines as they are written, until the sandbox stops'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from logs" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -412,7 +438,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from cp" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from cp" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from cp" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from cp" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -426,7 +453,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from update" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from update" -l no-ttl -d 'Never delete it on a timer (refused when its tenant sets a maximum TTL)'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from update" -l no-idle-timeout -d 'Never pause it for want of use'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from update" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -441,7 +469,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from pause" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -453,7 +482,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from resume" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -466,7 +496,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -l warm -d 'Keep the running processes too: the clone continues from the source\'s memory (CRIU checkpoint of the source, left running, restored into the clone); without it, the clone starts afresh on a copy of the source\'s files'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from fork" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -479,7 +510,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from snapshot" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -491,7 +523,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from metrics" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -503,7 +536,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from top" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -529,7 +563,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_su
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and not __fish_seen_subcommand_from list ls get delete rm restore gc help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -553,7 +588,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s A -l all-namespaces -d 'List snapshots of every namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -570,7 +606,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s A -l all-namespaces -d 'List snapshots of every namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -583,7 +620,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -595,7 +633,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from delete" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -607,7 +646,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -624,7 +664,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -l delete-snapshot -d 'Delete the snapshot once the new sandbox is Ready'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from restore" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -638,7 +679,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s A -l all-namespaces -d 'Sweep every namespace'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -l dry-run -d 'Only report what would be deleted'
 complete -c sbx -n "__fish_sbx_using_subcommand snapshot; and __fish_seen_subcommand_from gc" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -657,7 +699,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subc
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and not __fish_seen_subcommand_from list ls get create update delete rm help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -676,7 +719,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -687,7 +731,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -698,7 +743,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -715,7 +761,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from create" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -736,7 +783,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -747,7 +795,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -l cascade -d 'Delete the tenant\'s sandboxes too'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s y -l yes -d 'Do not ask for confirmation (--cascade asks on a terminal)'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from delete" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -760,7 +809,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcomma
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -l cascade -d 'Delete the tenant\'s sandboxes too'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s y -l yes -d 'Do not ask for confirmation (--cascade asks on a terminal)'
 complete -c sbx -n "__fish_sbx_using_subcommand tenant; and __fish_seen_subcommand_from rm" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -779,7 +829,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and not __fish_se
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and not __fish_seen_subcommand_from get set help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and not __fish_seen_subcommand_from get set help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and not __fish_seen_subcommand_from get set help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and not __fish_seen_subcommand_from get set help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -793,7 +844,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_s
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from get" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from get" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from get" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from get" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -805,7 +857,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_s
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from set" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from set" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from set" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand role-bindings; and __fish_seen_subcommand_from set" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -823,7 +876,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand usage" -l profile -d 'Profile of
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -834,7 +888,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -849,7 +904,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from storage" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -861,7 +917,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from dedicate" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -872,7 +929,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and __fish_seen_subcommand_from undedicate" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -887,7 +945,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subco
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and not __fish_seen_subcommand_from list ls pull import help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -903,7 +962,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -914,7 +974,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -925,7 +986,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from pull" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -936,7 +998,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcomman
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand image; and __fish_seen_subcommand_from import" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -951,7 +1014,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_sub
 complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and not __fish_seen_subcommand_from start status help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -966,7 +1030,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -l wait -d 'Wait until every node succeeded or failed (exit 1 when one failed)'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from start" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -979,7 +1044,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -l wait -d 'Wait until every node succeeded or failed (exit 1 when one failed)'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand install; and __fish_seen_subcommand_from status" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
@@ -994,7 +1060,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand completions" -l profile -d 'Prof
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -1015,7 +1082,8 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -l profile -d 'Profile of 
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
 wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
-yaml\t'The API\'s model as YAML'"
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -1038,7 +1106,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcom
 complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is printed once, keep it safe'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is shown once: print it, or write it to a file or a Secret'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "list" -d 'List every key, with when it was last used (never its secret)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "revoke" -d 'Revoke every key with this name'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from sandbox" -f -a "create" -d 'Create a sandbox and wait until it is Ready'

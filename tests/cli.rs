@@ -295,3 +295,148 @@ fn serve_reports_bad_configuration_and_exits_non_zero() {
             "cannot configure a Kubernetes client",
         ));
 }
+
+/// A minted key's token for scripts: a new 0600 file (a taken one mints nothing unless
+/// `--overwrite`), or the token alone on stdout with `-o token`; never elsewhere.
+#[test]
+fn a_minted_token_goes_to_a_private_file_or_alone_to_stdout() {
+    let daemon = Daemon::start();
+    let config = tempfile::tempdir().unwrap();
+    let token = daemon.admin_token();
+    let admin = |args: &[&str]| {
+        let mut command = cli(config.path());
+        command
+            .args(args)
+            .args(["--server", &daemon.url, "--api-key", &token]);
+        command
+    };
+    let names = || -> Vec<String> {
+        let out = admin(&["key", "list", "-o", "json"]).output().unwrap();
+        stdout_json(&out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let file = config.path().join("ci.token");
+    let path = file.to_str().unwrap();
+    let out = admin(&[
+        "key",
+        "create",
+        "ci",
+        "--role",
+        "operator",
+        "--token-file",
+        path,
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    let minted = written.trim_end().to_string();
+    assert_eq!(written, format!("{minted}\n"));
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Printed without the token; the file's token works.
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !printed.contains(&minted) && printed.contains("operator"),
+        "{printed}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mode 0600"));
+    cli(config.path())
+        .args(["whoami", "--server", &daemon.url, "--api-key", &minted])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("operator"));
+    // A taken file: nothing is minted.
+    admin(&[
+        "key",
+        "create",
+        "ci2",
+        "--role",
+        "operator",
+        "--token-file",
+        path,
+    ])
+    .assert()
+    .code(1)
+    .stderr(
+        predicate::str::contains("--overwrite").and(predicate::str::contains("no key was minted")),
+    );
+    assert!(!names().contains(&"ci2".to_string()));
+    // Replaced when asked, still 0600.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    admin(&[
+        "key",
+        "create",
+        "ci2",
+        "--role",
+        "operator",
+        "--token-file",
+        path,
+        "--overwrite",
+    ])
+    .assert()
+    .success();
+    assert_ne!(std::fs::read_to_string(&file).unwrap().trim_end(), minted);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // `-o token`: the token alone, one line, nothing on stderr.
+    let out = admin(&["key", "create", "ci3", "--role", "operator", "-o", "token"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let alone = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(alone.lines().count(), 1, "{alone}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cli(config.path())
+        .args([
+            "whoami",
+            "--server",
+            &daemon.url,
+            "--api-key",
+            alone.trim_end(),
+        ])
+        .assert()
+        .success();
+    // Never in the verbose log either (requests, timings: no bodies, no headers).
+    let quiet_file = config.path().join("verbose.token");
+    let out = admin(&[
+        "-vv",
+        "key",
+        "create",
+        "ci4",
+        "--role",
+        "operator",
+        "--token-file",
+        quiet_file.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let secret = std::fs::read_to_string(&quiet_file).unwrap();
+    let logged = String::from_utf8_lossy(&out.stderr);
+    assert!(logged.contains("request"), "{logged}");
+    for text in [secret.trim_end(), token.as_str()] {
+        assert!(!logged.contains(text) && !String::from_utf8_lossy(&out.stdout).contains(text));
+    }
+    // ...and nowhere else.
+    admin(&["key", "list", "-o", "token"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("sbx key create"));
+}

@@ -20,7 +20,13 @@ pub enum OutputFormat {
     Json,
     /// The API's model as YAML.
     Yaml,
+    /// A minted key's token alone, on one line (`sbx key create`).
+    Token,
 }
+
+/// What `-o token` on a command that mints no key says.
+const TOKEN_ONLY_FOR_KEYS: &str =
+    "`-o token` prints the token of a key being minted: use it with `sbx key create`";
 
 /// A record printable as one row of a table.
 pub trait Row {
@@ -93,6 +99,7 @@ impl Printer {
     /// Prints any model as JSON or YAML (tables fall back to JSON).
     pub fn structured<T: Serialize + ?Sized>(&self, value: &T) -> Result<()> {
         let text = match self.format {
+            OutputFormat::Token => anyhow::bail!(TOKEN_ONLY_FOR_KEYS),
             OutputFormat::Yaml => serde_yaml_ng::to_string(value).context("cannot encode YAML")?,
             _ => {
                 let mut text = serde_json::to_string_pretty(value).context("cannot encode JSON")?;

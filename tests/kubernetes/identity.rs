@@ -393,3 +393,79 @@ async fn a_resource_quota_refusal_is_quota_exceeded() {
         Api::namespaced(client.clone(), "rq-ns");
     assert!(pvcs.get_opt("refused-root-lh").await.unwrap().is_none());
 }
+
+/// `sbx key create --token-secret NAMESPACE/NAME` writes the minted token to a Secret with the
+/// operator's kubeconfig (key `token`); a Secret that exists mints nothing unless
+/// `--overwrite`.
+#[tokio::test]
+async fn a_minted_token_goes_to_a_secret() {
+    let cluster = Cluster::take(&["tok-ns"]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("tok-ns".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces.create(&Default::default(), &ns).await.unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let create = |name: &str, overwrite: bool| {
+        let mut command = common::cli(config.path());
+        command
+            .args(["key", "create", name, "--role", "operator"])
+            .args(["--token-secret", "tok-ns/sbx-token"])
+            .args(["--server", &daemon.url, "--api-key", &admin])
+            .env("KUBECONFIG", common::kubeconfig());
+        if overwrite {
+            command.arg("--overwrite");
+        }
+        command.output().unwrap()
+    };
+    let out = create("ci", false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "tok-ns");
+    let token = |s: Secret| String::from_utf8(s.data.unwrap()["token"].0.clone()).unwrap();
+    let first = token(secrets.get("sbx-token").await.unwrap());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&first));
+    let (status, body) = call(
+        &daemon,
+        &first,
+        reqwest::Method::GET,
+        "/api/v1/auth/whoami",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["data"]["grants"]),
+        (200, &json!(["operator"]))
+    );
+    // Taken: nothing minted.
+    let out = create("ci2", false);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no key was minted"));
+    let (_, keys) = call(&daemon, &admin, reqwest::Method::GET, "/api/v1/keys", None).await;
+    assert!(
+        !keys["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["name"] == "ci2"),
+        "{keys}"
+    );
+    // Replaced when asked.
+    let out = create("ci2", true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(token(secrets.get("sbx-token").await.unwrap()), first);
+}

@@ -5,10 +5,12 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use crate::cli::commands::Context;
-use crate::cli::output::{Detail, Row};
+use crate::cli::output::{Detail, OutputFormat, Row};
 use crate::shared::duration::format_age;
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, Role};
 use crate::shared::timestamp::{format_rfc3339_utc, now_unix};
+
+pub mod tokens;
 
 /// Mint, list and revoke API keys (admin).
 #[derive(Debug, Clone, Subcommand)]
@@ -20,11 +22,19 @@ pub enum KeyCommand {
     Revoke(RevokeArgs),
 }
 
-/// Mint a key; its token is printed once, keep it safe
+/// Mint a key; its token is shown once: print it, or write it to a file or a Secret
+///
+/// Without a destination the key is printed with its token. For scripts, `--token-file`
+/// writes the token to a new file readable by you alone (0600), `--token-secret` to a
+/// Kubernetes Secret (key `token`, with your kubeconfig), and `-o token` prints the token
+/// alone; nothing is minted when the destination is taken (unless `--overwrite`).
 ///
 /// Examples:
 ///   sbx key create ci --role operator --expires-days 30
 ///   sbx key create alice --role user --tenant acme --namespace acme-dev
+///   sbx key create ci --role operator --token-file ~/.config/sbx/ci.token
+///   sbx key create runner --role user --tenant acme --token-secret ci/sbx-token
+///   TOKEN=$(sbx key create ci --role operator -o token)
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct CreateArgs {
@@ -50,6 +60,18 @@ pub struct CreateArgs {
     /// Node where the key may place sandboxes (repeatable)
     #[arg(long = "node", value_name = "NODE")]
     pub nodes: Vec<String>,
+
+    /// Write the token to this new file (mode 0600) instead of printing it
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    /// Write the token to this Kubernetes Secret (key `token`), with your kubeconfig
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub token_secret: Option<String>,
+
+    /// Replace the token file or Secret when it exists
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// List every key, with when it was last used (never its secret)
@@ -147,10 +169,28 @@ pub async fn run(ctx: &Context, command: &KeyCommand) -> Result<ExitCode> {
                 namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
                 nodes: (!args.nodes.is_empty()).then(|| args.nodes.clone()),
             };
-            let key = ctx.client.create_key(&request).await?;
-            ctx.printer.detail(&key)?;
-            ctx.printer
-                .status("The token is shown only once: store it now (e.g. `sbx login`).");
+            let destinations = tokens::Destinations::check(
+                args.token_file.as_deref(),
+                args.token_secret.as_deref(),
+                args.overwrite,
+            )
+            .await?;
+            let mut key = ctx.client.create_key(&request).await?;
+            let token = key.token.take().unwrap_or_default();
+            let delivered = destinations.deliver(&token).await?;
+            if ctx.printer.format == OutputFormat::Token {
+                println!("{token}");
+            } else if delivered.is_empty() {
+                key.token = Some(token);
+                ctx.printer.detail(&key)?;
+                ctx.printer
+                    .status("The token is shown only once: store it now (e.g. `sbx login`).");
+            } else {
+                ctx.printer.detail(&key)?;
+                for place in delivered {
+                    ctx.printer.status(&format!("The token is in {place}."));
+                }
+            }
         }
         KeyCommand::List(_) => {
             let keys = ctx.client.list_keys().await?;
