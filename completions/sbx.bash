@@ -19,8 +19,14 @@ _sbx() {
             sbx,agent)
                 cmd="sbx__subcmd__agent"
                 ;;
+            sbx,apply)
+                cmd="sbx__subcmd__apply"
+                ;;
             sbx,completions)
                 cmd="sbx__subcmd__completions"
+                ;;
+            sbx,diff)
+                cmd="sbx__subcmd__diff"
                 ;;
             sbx,help)
                 cmd="sbx__subcmd__help"
@@ -85,8 +91,14 @@ _sbx() {
             sbx__subcmd__help,agent)
                 cmd="sbx__subcmd__help__subcmd__agent"
                 ;;
+            sbx__subcmd__help,apply)
+                cmd="sbx__subcmd__help__subcmd__apply"
+                ;;
             sbx__subcmd__help,completions)
                 cmd="sbx__subcmd__help__subcmd__completions"
+                ;;
+            sbx__subcmd__help,diff)
+                cmd="sbx__subcmd__help__subcmd__diff"
                 ;;
             sbx__subcmd__help,help)
                 cmd="sbx__subcmd__help__subcmd__help"
@@ -554,7 +566,7 @@ _sbx() {
 
     case "${cmd}" in
         sbx)
-            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help"
+            opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -821,6 +833,52 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd__apply)
+            opts="-f -o -q -v -h -V --filename --dry-run --token-dir --overwrite --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --filename)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml token" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml token" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__completions)
             opts="-o -q -v -h -V --server --api-key --profile --output --quiet --verbose --help --version bash zsh fish"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -855,8 +913,50 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd__diff)
+            opts="-f -o -q -v -h -V --filename --server --api-key --profile --output --quiet --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --filename)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json yaml token" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json yaml token" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__help)
-            opts="serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help"
+            opts="serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -911,7 +1011,35 @@ _sbx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        sbx__subcmd__help__subcmd__apply)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         sbx__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        sbx__subcmd__help__subcmd__diff)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

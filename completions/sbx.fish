@@ -46,6 +46,8 @@ complete -c sbx -n "__fish_sbx_needs_command" -f -a "snapshot" -d 'Manage snapsh
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "tenant" -d 'Create, read, update and delete tenants'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "apply" -d 'Make the server\'s tenants, role bindings and keys what the files declare'
+complete -c sbx -n "__fish_sbx_needs_command" -f -a "diff" -d 'Show what `sbx apply -f` would change; exit 1 when something differs'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "image" -d 'List, pull and import images on the server\'s host'
 complete -c sbx -n "__fish_sbx_needs_command" -f -a "install" -d 'Install sbx on cluster nodes (admin; Kubernetes, when turned on)'
@@ -882,6 +884,35 @@ complete -c sbx -n "__fish_sbx_using_subcommand usage" -s q -l quiet -d 'Print o
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s f -l filename -d 'A file, a directory of *.yaml/*.yml/*.json, or - for standard input (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l token-dir -d 'Directory for the tokens of keys minted (<name>.token, mode 0600)' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l dry-run -d 'Print what would change; change nothing'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l overwrite -d 'Replace a token file that exists'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -s V -l version -d 'Print version'
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s f -l filename -d 'A file, a directory of *.yaml/*.yml/*.json, or - for standard input (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s o -l output -d 'Output format: a table for people, JSON or YAML (the API\'s own models) for scripts' -r -f -a "table\t'Aligned columns for people'
+wide\t'The table with more columns'
+json\t'The API\'s JSON model, pretty-printed'
+yaml\t'The API\'s model as YAML'
+token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s q -l quiet -d 'Print only the data: no progress, no status lines'
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand node; and not __fish_seen_subcommand_from storage dedicate undedicate help" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -1088,22 +1119,24 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -s q -l quiet -d 'Print on
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "install" -d 'Install sbx on cluster nodes (admin; Kubernetes, when turned on)'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "completions" -d 'Print a shell completion script'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
-complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage node image install completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "serve" -d 'Run the API daemon (the embedded default on this host, or the Kubernetes platform)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "agent" -d 'Run the per-node agent (Kubernetes: a DaemonSet on the nodes that run sandboxes)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "login" -d 'Save a server URL and API key as a profile, after checking them with whoami'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "whoami" -d 'Show who the API key (or OIDC token) is and what it may do'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "key" -d 'Mint, list and revoke API keys (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "sandbox" -d 'Manage sandboxes: create, inspect, run commands, read logs, pause, delete'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "snapshot" -d 'Manage snapshots: list, inspect, delete, restore into a new sandbox, sweep old forks'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "tenant" -d 'Create, read, update and delete tenants'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "role-bindings" -d 'Show or replace the role bindings of OIDC identities (admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "usage" -d 'Show usage (sandbox-seconds, vCPU-seconds, GiB-seconds, egress) over a time range'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "apply" -d 'Make the server\'s tenants, role bindings and keys what the files declare'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "diff" -d 'Show what `sbx apply -f` would change; exit 1 when something differs'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "node" -d 'Node storage pools and dedication to tenants (operator, admin)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "image" -d 'List, pull and import images on the server\'s host'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "install" -d 'Install sbx on cluster nodes (admin; Kubernetes, when turned on)'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "completions" -d 'Print a shell completion script'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "shim" -d 'Internal: the per-sandbox shim started by `sbx serve`'
+complete -c sbx -n "__fish_sbx_using_subcommand help; and not __fish_seen_subcommand_from serve agent login whoami key sandbox snapshot tenant role-bindings usage apply diff node image install completions shim help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "install" -d 'Check this node\'s prerequisites for sbxd and install sbx on it (remote install)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from agent" -f -a "idle" -d 'Wait until terminated (the installer Pod\'s container once the install has run)'
 complete -c sbx -n "__fish_sbx_using_subcommand help; and __fish_seen_subcommand_from key" -f -a "create" -d 'Mint a key; its token is shown once: print it, or write it to a file or a Secret'

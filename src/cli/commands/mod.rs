@@ -1,5 +1,6 @@
 //! The command registry: one file per command, each an `Args` struct and a `run` function.
 pub mod agent;
+pub mod apply;
 pub mod completions;
 pub mod cp;
 pub mod image;
@@ -48,6 +49,8 @@ pub enum Command {
     #[command(subcommand)]
     RoleBindings(role_bindings::RoleBindingsCommand),
     Usage(usage::UsageArgs),
+    Apply(apply::ApplyArgs),
+    Diff(apply::DiffArgs),
     /// Node storage pools and dedication to tenants (operator, admin)
     #[command(subcommand)]
     Node(node::NodeCommand),
@@ -104,6 +107,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tenant(command) => tenant::run(&Context::new(&cli)?, command).await,
         Command::RoleBindings(command) => role_bindings::run(&Context::new(&cli)?, command).await,
         Command::Usage(args) => usage::run(&Context::new(&cli)?, args).await,
+        Command::Apply(args) => apply::run_apply(&Context::new(&cli)?, args).await,
+        Command::Diff(args) => apply::run_diff(&Context::new(&cli)?, args).await,
         Command::Node(command) => node::run(&Context::new(&cli)?, command).await,
         Command::Image(command) => image::run(&Context::new(&cli)?, command).await,
         Command::Install(command) => install::run(&Context::new(&cli)?, command).await,
