@@ -199,8 +199,9 @@ impl KubernetesPlatform {
         }
     }
 
-    /// A create that lost the name: the PVC it made goes to the Deployment that won (when
-    /// that one lives) or is deleted. Only this PVC, as it was made: preconditions guard both.
+    /// A create whose Deployment failed: when it lost the name, the PVC it made goes to the
+    /// Deployment that won (when that one lives); otherwise it is deleted, and waited for.
+    /// Only this PVC, as it was made: preconditions guard both.
     async fn hand_over(&self, namespace: &str, name: &str, mine: &PersistentVolumeClaim) {
         let pvcs = self.pvcs(namespace);
         let pvc_name = sandboxes::root_pvc(name);
@@ -235,15 +236,27 @@ impl KubernetesPlatform {
             }),
             ..Default::default()
         };
-        tracing::info!(%namespace, pvc = %pvc_name, "a create that lost its name deletes its PVC");
+        tracing::info!(%namespace, pvc = %pvc_name, "a failed create deletes its PVC");
         if let Err(e) = pvcs.delete(&pvc_name, &params).await {
-            tracing::warn!(%namespace, pvc = %pvc_name, error = %e, "removing the PVC of a create that lost its name");
+            tracing::warn!(%namespace, pvc = %pvc_name, error = %e, "removing the PVC of a failed create");
+            return;
+        }
+        // Its protection finalizer goes once no Pod uses it (none does): the create answers
+        // once it is gone, so that nothing of it is left and the name is free again.
+        let deadline = Instant::now() + HAND_OVER_WAIT;
+        while Instant::now() < deadline {
+            match pvcs.get_opt(&pvc_name).await {
+                Ok(Some(p)) if p.metadata.uid == mine.metadata.uid => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                _ => return,
+            }
         }
     }
 
     /// A create that won the name but found the PVC's name taken: waits a little for a losing
     /// create to hand it over, and takes it when it is the volume `wanted` describes; POSTs
-    /// `wanted` again when the loser deleted its PVC instead.
+    /// `wanted` again once a PVC being deleted (the loser's, or a deleted sandbox's) is gone.
     async fn adopt(
         &self,
         namespace: &str,
@@ -257,7 +270,8 @@ impl KubernetesPlatform {
         let deadline = Instant::now() + HAND_OVER_WAIT;
         loop {
             match pvcs.get_opt(pvc_name).await {
-                Ok(Some(found)) if found.metadata.deletion_timestamp.is_some() => return false,
+                // Going (a failed create's, or a deleted sandbox's without a Pod): wait for it.
+                Ok(Some(found)) if found.metadata.deletion_timestamp.is_some() => {}
                 Ok(Some(found)) => {
                     let handed = found
                         .metadata
