@@ -286,3 +286,37 @@ async fn quotas_count_what_a_sandbox_holds() {
     .await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// `sbx apply -f` against the Kubernetes platform: Tenant objects in the cluster, created,
+/// then unchanged, then one configured; `sbx diff` says so.
+#[tokio::test]
+async fn apply_converges_the_cluster_tenants() {
+    let _cluster = Cluster::take(&["ap-one", "ap-two"]).await;
+    let daemon = start();
+    let admin = bootstrap_token(&_cluster.client).await;
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join("tenancy.yaml");
+    let tenancy = "apiVersion: sbx.io/v1alpha1\nkind: Tenant\nmetadata: {name: ap}\n\
+                   spec: {namespaces: [ap-one, ap-two], quotas: {sandboxes: 3}}\n";
+    std::fs::write(&file, tenancy).unwrap();
+    let sbx = |args: &[&str]| {
+        let out = common::cli(config.path())
+            .args(args)
+            .args(["-f", file.to_str().unwrap()])
+            .args(["--server", &daemon.url, "--api-key", &admin])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(sbx(&["diff"]).0, Some(1));
+    assert_eq!(sbx(&["apply"]), (Some(0), "tenant/ap created\n".into()));
+    assert_eq!(sbx(&["apply"]), (Some(0), "tenant/ap unchanged\n".into()));
+    assert_eq!(sbx(&["diff"]).0, Some(0));
+    std::fs::write(&file, tenancy.replace("sandboxes: 3", "sandboxes: 5")).unwrap();
+    assert_eq!(sbx(&["apply"]), (Some(0), "tenant/ap configured\n".into()));
+    let object = tenants(&_cluster.client).get("ap").await.unwrap();
+    assert_eq!(object.data["spec"]["quotas"]["sandboxes"], 5);
+}

@@ -280,6 +280,27 @@ mod tests {
     }
 
     #[test]
+    fn the_operations_guide_examples_read() {
+        let guide = include_str!("../../../../docs/operations.md");
+        let section = guide
+            .split("## Tenancy as code")
+            .nth(1)
+            .expect("the section");
+        let yaml: Vec<&str> = section
+            .split("```yaml\n")
+            .skip(1)
+            .map(|block| block.split("```").next().unwrap())
+            .collect();
+        assert_eq!(yaml.len(), 1);
+        let ids: Vec<String> = read_text(yaml[0])
+            .unwrap()
+            .into_iter()
+            .map(|(_, o)| o.id())
+            .collect();
+        assert_eq!(ids, ["tenant/acme", "rolebindings", "apikey/acme-ci"]);
+    }
+
+    #[test]
     fn bad_documents_are_named_with_their_line_and_field() {
         let doc = |spec: &str| {
             format!(
