@@ -292,7 +292,8 @@ async fn egress_is_metered_from_the_kubelet() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "4 MiB sent, never metered: {found:?}"
+            "4 MiB sent, never metered: {found:?}; the replicas' logs:\n{}",
+            s.deployed.logs()
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }

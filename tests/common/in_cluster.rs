@@ -343,7 +343,6 @@ impl Deployed {
         );
     }
 
-    /// The names of the deployment's Pods now.
     /// The replicas' Pod IPs (each serves on port 8080; the Service picks one per request).
     pub fn pod_ips(&self) -> Vec<String> {
         kubectl(
@@ -364,6 +363,23 @@ impl Deployed {
         .collect()
     }
 
+    /// The last lines each replica logged (for a failure's message).
+    pub fn logs(&self) -> String {
+        kubectl(
+            &self.kubectl,
+            &[
+                "-n",
+                NAMESPACE,
+                "logs",
+                "-l",
+                "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
+                "--prefix",
+                "--tail=40",
+            ],
+        )
+    }
+
+    /// The names of the deployment's Pods now.
     pub fn pods(&self) -> Vec<String> {
         kubectl(
             &self.kubectl,

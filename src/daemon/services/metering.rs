@@ -171,6 +171,19 @@ struct Accrual {
     egress: HashMap<(String, String), u64>,
 }
 
+/// The bytes a sandbox sent since the last accrual, from the counter sampled then (`before`)
+/// and now, and the baseline for the next one. A counter that went down was reset (a new
+/// network for the sandbox): all of it is new. Without a sample now (its node did not answer)
+/// nothing is added and the last sample stays the baseline, so that the next one adds only
+/// what is new.
+fn egress_increment(before: Option<u64>, now: Option<u64>) -> (f64, Option<u64>) {
+    match (before, now) {
+        (_, None) => (0.0, before),
+        (Some(b), Some(n)) if n >= b => ((n - b) as f64, Some(n)),
+        (_, Some(n)) => (n as f64, Some(n)),
+    }
+}
+
 /// The usage names exported, and the row field each feeds.
 pub const USAGE_SERIES: [&str; 6] = [
     "sandbox_seconds",
@@ -298,16 +311,10 @@ impl Metering {
                 sandbox: s.name.clone(),
             };
             let key = (s.namespace.clone(), s.name.clone());
-            let mut egress = 0.0;
-            if let Some(bytes) = s.egress_bytes {
-                let before = accrual.egress.get(&key).copied().unwrap_or(0);
-                // A counter that went down was reset (a new network for the sandbox).
-                egress = if bytes >= before {
-                    bytes - before
-                } else {
-                    bytes
-                } as f64;
-                egress_now.insert(key, bytes);
+            let (egress, baseline) =
+                egress_increment(accrual.egress.get(&key).copied(), s.egress_bytes);
+            if let Some(baseline) = baseline {
+                egress_now.insert(key, baseline);
             }
             let amounts: Amounts = [
                 dt,
@@ -495,6 +502,24 @@ mod tests {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
         out
+    }
+
+    #[test]
+    fn egress_adds_what_is_new_across_a_missed_sample() {
+        // First sample: all of it; then increments; a missed sample adds nothing and keeps the
+        // baseline; a reset counter counts from zero.
+        assert_eq!(egress_increment(None, Some(4096)), (4096.0, Some(4096)));
+        assert_eq!(
+            egress_increment(Some(4096), Some(5000)),
+            (904.0, Some(5000))
+        );
+        assert_eq!(egress_increment(Some(5000), None), (0.0, Some(5000)));
+        assert_eq!(
+            egress_increment(Some(5000), Some(5100)),
+            (100.0, Some(5100))
+        );
+        assert_eq!(egress_increment(Some(5100), Some(10)), (10.0, Some(10)));
+        assert_eq!(egress_increment(None, None), (0.0, None));
     }
 
     #[test]

@@ -12,9 +12,11 @@ use serde::Deserialize;
 
 /// The kubelet's port (`KubeletConfiguration.port`'s default, which nearly every cluster keeps).
 pub const KUBELET_PORT: u16 = 10250;
-/// How long one node's answer is waited for: a slow kubelet costs that node's counters one
-/// accrual, never the others'.
-const TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one node's answer is waited for (metrics-server's default): a busy kubelet may
+/// take seconds to sum its node's stats. A node that does not answer in time adds nothing to
+/// its Pods' counters this time (the next answer adds what they sent meanwhile), never delays
+/// the others'.
+const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the service's token comes from.
 #[derive(Clone)]
@@ -29,6 +31,9 @@ enum Token {
 pub struct Kubelets {
     http: reqwest::Client,
     token: Option<Token>,
+    /// The nodes whose last read failed (logged once when they start failing and when they
+    /// answer again, not at every accrual).
+    failing: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 #[derive(Deserialize)]
@@ -89,7 +94,11 @@ impl Kubelets {
             tracing::warn!(error = %e, "kubelet client: the cluster's CA is not usable; egress_bytes is not metered");
             reqwest::Client::default()
         });
-        Kubelets { http, token }
+        Kubelets {
+            http,
+            token,
+            failing: Default::default(),
+        }
     }
 
     fn token(&self) -> Option<String> {
@@ -129,10 +138,18 @@ impl Kubelets {
                     response.json::<Summary>().await.map_err(|e| e.to_string())
                 }
                 .await;
+                let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
                 match answer {
-                    Ok(summary) => summary.pods,
+                    Ok(summary) => {
+                        if failing.remove(address) {
+                            tracing::info!(node = %address, "the kubelet's stats summary answers again: egress_bytes is metered");
+                        }
+                        summary.pods
+                    }
                     Err(e) => {
-                        tracing::debug!(node = %address, error = %e, "kubelet stats summary");
+                        if failing.insert(address.clone()) {
+                            tracing::warn!(node = %address, error = %e, "cannot read the kubelet's stats summary: its sandboxes' egress_bytes are not metered until it answers");
+                        }
                         Vec::new()
                     }
                 }
