@@ -657,6 +657,32 @@ async fn every_write_is_audited_and_no_log_holds_a_token() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // A refusal whose status two codes share: the outcome is the envelope's code.
+    let (status, body) = raw(
+        &daemon,
+        reqwest::Method::POST,
+        "/api/v1/tenants",
+        Some(&admin_token),
+        Some((
+            "application/json",
+            br#"{"name": "full", "spec": {"namespaces": ["full-ns"], "quotas": {"sandboxes": 0}}}"#
+                .to_vec(),
+        )),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = raw(
+        &daemon,
+        reqwest::Method::POST,
+        "/api/v1/sandboxes",
+        Some(&admin_token),
+        Some((
+            "application/json",
+            br#"{"name": "one", "namespace": "full-ns", "image": "busybox"}"#.to_vec(),
+        )),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     let (status, _) = raw(
         &daemon,
         reqwest::Method::DELETE,
@@ -685,7 +711,7 @@ async fn every_write_is_audited_and_no_log_holds_a_token() {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        if lines.len() >= 3 {
+        if lines.len() >= 5 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -712,6 +738,13 @@ async fn every_write_is_audited_and_no_log_holds_a_token() {
         [
             expected("POST /api/v1/keys", "/api/v1/keys", 201, "ok"),
             expected("POST /api/v1/tenants", "/api/v1/tenants", 400, "BadRequest"),
+            expected("POST /api/v1/tenants", "/api/v1/tenants", 201, "ok"),
+            expected(
+                "POST /api/v1/sandboxes",
+                "/api/v1/sandboxes",
+                403,
+                "QuotaExceeded"
+            ),
             expected("DELETE /api/v1/keys/{name}", "/api/v1/keys/ci", 200, "ok"),
         ],
         "reads are not audited; every write is, with its outcome"

@@ -155,7 +155,14 @@ pub async fn audit(State(state): State<AppState>, request: Request, next: Next) 
         outcome: if status.is_success() {
             "ok".to_string()
         } else {
-            ErrorCode::for_status(status.as_u16()).as_str().to_string()
+            // The envelope's code (e.g. `QuotaExceeded`, a 403), else the status's.
+            response
+                .extensions()
+                .get::<ErrorCode>()
+                .copied()
+                .unwrap_or_else(|| ErrorCode::for_status(status.as_u16()))
+                .as_str()
+                .to_string()
         },
     });
     response

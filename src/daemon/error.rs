@@ -112,6 +112,8 @@ pub fn envelope_response(status: StatusCode, code: ErrorCode, message: String) -
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    // For the middleware that reports the answer (the audit trail's outcome).
+    response.extensions_mut().insert(code);
     response
 }
 

@@ -469,3 +469,49 @@ async fn a_minted_token_goes_to_a_secret() {
     );
     assert_ne!(token(secrets.get("sbx-token").await.unwrap()), first);
 }
+
+/// Replicas started together on a cluster with no admin key mint one first admin key between
+/// them (under the `sbx-bootstrap` Lease), and its token is the one in the bootstrap Secret:
+/// none minted a key whose token was overwritten by another's.
+#[tokio::test]
+async fn replicas_starting_together_mint_one_first_admin_key() {
+    let cluster = Cluster::take(&[]).await;
+    let client = cluster.client.clone();
+    let replicas: Vec<Daemon> = (0..3)
+        .map(|_| std::thread::spawn(start))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    let stored = secrets.get("sbx-api-keys").await.unwrap().data.unwrap();
+    let minted: Vec<String> = stored
+        .iter()
+        .filter(|(_, entry)| {
+            serde_json::from_slice::<Value>(&entry.0).unwrap()["name"] == "bootstrap-admin"
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert_eq!(minted.len(), 1, "first admin keys minted: {minted:?}");
+    let admin = bootstrap_token(&client).await;
+    assert_eq!(admin.split_once('_').unwrap().0, minted[0]);
+    for replica in &replicas {
+        let (status, body) = call(
+            replica,
+            &admin,
+            reqwest::Method::GET,
+            "/api/v1/auth/whoami",
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let lease = leases.get("sbx-bootstrap").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the Lease is given up once the key is minted"
+    );
+}

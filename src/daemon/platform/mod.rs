@@ -352,6 +352,13 @@ pub trait IdentityStore: Send + Sync {
     /// a description of where (for the log and `sbx login --bootstrap`).
     async fn store_bootstrap_token(&self, token: &str) -> PlatformResult<String>;
 
+    /// A lock held while the first admin key is decided on and minted, so that replicas
+    /// starting together mint one, not one each (of which all but one token would be lost).
+    /// None is needed where one process serves.
+    async fn lock_bootstrap(&self) -> PlatformResult<HeldLock> {
+        Ok(HeldLock::none())
+    }
+
     /// A counter that moves whenever the stored keys may have changed (a watch), when the
     /// store can tell; `None`: the key service re-reads the store on a timer.
     fn key_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -390,6 +390,14 @@ impl KeyService {
         if admin_binding || self.has_unexpired_admin_key().await {
             return Ok(None);
         }
+        // Decided again under the lock, from the store: another replica starting at the same
+        // time may have minted one since this one read the keys.
+        let lock = self.identity.lock_bootstrap().await?;
+        self.reload().await?;
+        if self.has_unexpired_admin_key().await {
+            lock.release().await;
+            return Ok(None);
+        }
         let key = self
             .mint(
                 BOOTSTRAP_KEY_NAME.to_string(),
@@ -401,7 +409,9 @@ impl KeyService {
             )
             .await?;
         let token = key.token.as_deref().unwrap_or_default();
-        let place = self.identity.store_bootstrap_token(token).await?;
+        let place = self.identity.store_bootstrap_token(token).await;
+        lock.release().await;
+        let place = place?;
         tracing::info!(key_id = %key.id, token_file = %place, "minted the first admin key");
         Ok(Some(place))
     }

@@ -142,4 +142,15 @@ impl IdentityStore for KubernetesPlatform {
             .map_err(|e| kube_error("write the bootstrap Secret", e))?;
         Ok(format!("Secret {SYSTEM_NAMESPACE}/{BOOTSTRAP_SECRET}"))
     }
+
+    async fn lock_bootstrap(&self) -> PlatformResult<HeldLock> {
+        super::lease::lock(
+            &self.client,
+            &self.leases,
+            super::lease::BOOTSTRAP_LEASE.to_string(),
+            "the first admin key's Lease",
+            self.identity.clone(),
+        )
+        .await
+    }
 }

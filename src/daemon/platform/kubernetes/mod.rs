@@ -204,6 +204,8 @@ pub struct KubernetesPlatform {
     settings: KubernetesSettings,
     /// This replica's name in Leases (host name, PID and a random part).
     identity: String,
+    /// The Leases this replica last wrote (quota and bootstrap Leases).
+    leases: lease::Known,
     /// This replica's claim on the leader Lease.
     leader: lease::Leader,
     /// Sandbox Deployments as watched.
@@ -278,6 +280,7 @@ impl KubernetesPlatform {
         let managed = managed_selector();
         Ok(KubernetesPlatform {
             leader: lease::Leader::start(client.clone(), identity.clone()),
+            leases: lease::Known::default(),
             deployment_cache: cache::Cache::start(
                 Api::all(client.clone()),
                 &managed,
@@ -294,11 +297,10 @@ impl KubernetesPlatform {
                 &managed,
                 "sbxd snapshot records",
             ),
-            snapshot_cache: cache::Cache::start_with(
+            snapshot_cache: cache::Cache::start(
                 Api::all_with(client.clone(), &objects::snapshots::resource()),
                 &managed,
                 "sandbox VolumeSnapshots",
-                objects::snapshots::resource(),
             ),
             kubelets,
             agents: agents::Agents::new(&settings.agents),
@@ -339,19 +341,17 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<Arc<Deployment>>> {
-        let mut list: Vec<Arc<Deployment>> = match self.deployment_cache.store() {
-            Some(store) => store
-                .state()
-                .into_iter()
-                .filter(|d| namespace.is_none_or(|ns| d.metadata.namespace.as_deref() == Some(ns)))
-                .collect(),
-            None => self.read_sandbox_deployments(namespace).await?,
-        };
-        list.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
-        Ok(list)
+        match self.deployment_cache.list(namespace) {
+            Some(list) => Ok(list),
+            None => {
+                let mut list = self.read_sandbox_deployments(namespace).await?;
+                list.sort_by(|a, b| {
+                    (&a.metadata.namespace, &a.metadata.name)
+                        .cmp(&(&b.metadata.namespace, &b.metadata.name))
+                });
+                Ok(list)
+            }
+        }
     }
 
     /// The sandbox Deployments of a namespace (all when `None`), read from the API server.
@@ -369,11 +369,11 @@ impl KubernetesPlatform {
         namespace: Option<&str>,
         sandbox: Option<&str>,
     ) -> PlatformResult<HashMap<(String, String), Vec<Arc<Pod>>>> {
-        let pods: Vec<Arc<Pod>> = match self.pod_cache.store() {
-            Some(store) => store.state_filter(|p| {
-                namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns))
-                    && sandbox.is_none_or(|s| sandbox_of(p) == Some(s))
-            }),
+        let cached = self.pod_cache.list_where(namespace, |p| {
+            sandbox.is_none_or(|s| sandbox_of(p) == Some(s))
+        });
+        let pods: Vec<Arc<Pod>> = match cached {
+            Some(pods) => pods,
             None => {
                 let api: Api<Pod> = match namespace {
                     Some(ns) => Api::namespaced(self.client.clone(), ns),
@@ -670,15 +670,9 @@ impl Platform for KubernetesPlatform {
             Err(_) => return Err("the Kubernetes API server did not answer within 2 s".into()),
         }
         let caches = [
-            (
-                "sandbox Deployments",
-                self.deployment_cache.store().is_some(),
-            ),
-            ("sandbox Pods", self.pod_cache.store().is_some()),
-            (
-                "sandbox VolumeSnapshots",
-                self.snapshot_cache.store().is_some(),
-            ),
+            ("sandbox Deployments", self.deployment_cache.in_step()),
+            ("sandbox Pods", self.pod_cache.in_step()),
+            ("sandbox VolumeSnapshots", self.snapshot_cache.in_step()),
         ];
         let behind: Vec<&str> = caches
             .iter()

@@ -222,7 +222,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "leases",
         &["get", "create", "update"],
         Scope::System,
-        "a Lease per tenant serialises quota checks across replicas; the leader Lease elects the replica that runs the GC sweep and the usage refresh",
+        "a Lease per tenant serialises quota checks across replicas; the leader Lease elects the replica that runs the GC sweep and the usage refresh; `sbx-bootstrap` lets one of the replicas starting together mint the first admin key",
     ),
     rule(
         "",

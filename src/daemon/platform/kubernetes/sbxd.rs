@@ -56,10 +56,8 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<Arc<SbxdSandboxObject>>> {
-        match self.sbxd_cache.store() {
-            Some(store) => Ok(store.state_filter(|r| {
-                namespace.is_none_or(|ns| r.metadata.namespace.as_deref() == Some(ns))
-            })),
+        match self.sbxd_cache.list(namespace) {
+            Some(records) => Ok(records),
             None => self.read_sbxd_records(namespace).await,
         }
     }

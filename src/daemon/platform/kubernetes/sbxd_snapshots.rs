@@ -49,10 +49,8 @@ impl KubernetesPlatform {
         &self,
         namespace: Option<&str>,
     ) -> PlatformResult<Vec<Arc<SbxdSnapshotObject>>> {
-        match self.sbxd_snapshot_cache.store() {
-            Some(store) => Ok(store.state_filter(|r| {
-                namespace.is_none_or(|ns| r.metadata.namespace.as_deref() == Some(ns))
-            })),
+        match self.sbxd_snapshot_cache.list(namespace) {
+            Some(records) => Ok(records),
             None => self.read_sbxd_snapshots(namespace).await,
         }
     }

@@ -251,9 +251,21 @@ impl TenantStore for KubernetesPlatform {
         // Read from the API server, not the watch caches: this is a quota decision taken under
         // the tenant's quota Lease, and what another replica made just before it released the
         // Lease may not have reached this replica's watches yet.
+        // The four lists of every namespace at once: this runs under the tenant's Lease, and
+        // every create of the tenant waits for it.
+        let reads = namespaces.iter().map(|ns| async move {
+            futures_util::try_join!(
+                self.read_sandbox_deployments(Some(ns)),
+                self.read_sbxd_records(Some(ns)),
+                self.read_sbxd_snapshots(Some(ns)),
+                self.read_snapshot_objects(Some(ns)),
+            )
+        });
         let mut total = Reservation::default();
-        for ns in namespaces {
-            for d in self.read_sandbox_deployments(Some(ns)).await? {
+        for (deployments, records, sbxd_snapshots, snapshots) in
+            futures_util::future::try_join_all(reads).await?
+        {
+            for d in deployments {
                 let size = objects::sandboxes::size(&d);
                 total.sandboxes += 1;
                 total.cpu_millis += size.cpu_millis;
@@ -261,17 +273,17 @@ impl TenantStore for KubernetesPlatform {
                 total.disk_bytes += size.disk_bytes;
                 total.root_disk_bytes += size.root_disk_bytes;
             }
-            for r in self.read_sbxd_records(Some(ns)).await? {
+            for r in records {
                 let size = objects::sbxd::size(&r);
                 total.sandboxes += 1;
                 total.cpu_millis += size.cpu_millis;
                 total.memory_bytes += size.memory_bytes;
                 total.disk_bytes += size.disk_bytes;
             }
-            for r in self.read_sbxd_snapshots(Some(ns)).await? {
+            for r in sbxd_snapshots {
                 total.snapshot_bytes += u64::try_from(r.spec.size_bytes).unwrap_or(0);
             }
-            for s in self.read_snapshot_objects(Some(ns)).await? {
+            for s in snapshots {
                 if objects::snapshots::kind_of(&s).is_some() {
                     total.snapshot_bytes += objects::snapshots::restore_size(&s);
                 }
@@ -316,7 +328,7 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
-        lease::lock_tenant(&self.client, tenant, self.identity.clone()).await
+        lease::lock_tenant(&self.client, &self.leases, tenant, self.identity.clone()).await
     }
 
     fn tenant_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

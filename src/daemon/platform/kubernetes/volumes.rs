@@ -435,10 +435,8 @@ impl KubernetesPlatform {
         sandbox: Option<&str>,
         kind: Option<SnapshotKind>,
     ) -> PlatformResult<Vec<Snapshot>> {
-        let items: Vec<Arc<DynamicObject>> = match self.snapshot_cache.store() {
-            Some(store) => store.state_filter(|o| {
-                namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns))
-            }),
+        let items: Vec<Arc<DynamicObject>> = match self.snapshot_cache.list(namespace) {
+            Some(items) => items,
             None => self.read_snapshot_objects(namespace).await?,
         };
         Ok(snapshot_records(&items, sandbox, kind))
@@ -446,8 +444,8 @@ impl KubernetesPlatform {
 
     /// Every VolumeSnapshot of sbx, from the watch cache while it is in step.
     pub(super) async fn cached_snapshot_objects(&self) -> PlatformResult<Vec<Arc<DynamicObject>>> {
-        match self.snapshot_cache.store() {
-            Some(store) => Ok(store.state()),
+        match self.snapshot_cache.list(None) {
+            Some(items) => Ok(items),
             None => self.read_snapshot_objects(None).await,
         }
     }
