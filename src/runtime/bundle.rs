@@ -261,7 +261,10 @@ pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
             .map_err(RuntimeError::spec)?,
     );
     if let Some(millis) = config.cpu_millis {
-        let quota = (millis * CPU_PERIOD_US / 1000).max(1000) as i64;
+        // Saturating: a limit of more CPUs than any host has (the API takes any quantity)
+        // is no limit, not an overflow.
+        let quota = i64::try_from((millis.saturating_mul(CPU_PERIOD_US) / 1000).max(1000))
+            .unwrap_or(i64::MAX);
         resources = resources.cpu(
             LinuxCpuBuilder::default()
                 .quota(quota)
@@ -271,7 +274,7 @@ pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
         );
     }
     if let Some(bytes) = config.memory_bytes {
-        let bytes = bytes as i64;
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
         resources = resources.memory(
             LinuxMemoryBuilder::default()
                 .limit(bytes)
@@ -385,6 +388,18 @@ mod tests {
             "CAP_NET_BIND_SERVICE"
         );
         assert_eq!(json["linux"]["resources"]["cpu"]["quota"], 50000);
+        // Limits beyond any host saturate (a schemathesis case once overflowed the quota).
+        let huge = BundleConfig {
+            cpu_millis: Some(u64::MAX / 7),
+            memory_bytes: Some(u64::MAX),
+            ..config.clone()
+        };
+        let json_huge = serde_json::to_value(spec(&huge).unwrap()).unwrap();
+        assert_eq!(
+            json_huge["linux"]["resources"]["cpu"]["quota"],
+            (u64::MAX / 1000) as i64
+        );
+        assert_eq!(json_huge["linux"]["resources"]["memory"]["limit"], i64::MAX);
         assert_eq!(json["linux"]["resources"]["memory"]["limit"], 64 << 20);
         let ns = json["linux"]["namespaces"].as_array().unwrap();
         assert!(
