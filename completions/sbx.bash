@@ -834,7 +834,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__apply)
-            opts="-f -o -q -v -h -V --filename --dry-run --token-dir --overwrite --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-f -o -q -v -h -V --filename --applyset --prune --cascade --dry-run --token-dir --overwrite --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -845,6 +845,10 @@ _sbx() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --applyset)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -914,7 +918,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__diff)
-            opts="-f -o -q -v -h -V --filename --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-f -o -q -v -h -V --filename --applyset --prune --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -925,6 +929,10 @@ _sbx() {
                     return 0
                     ;;
                 -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --applyset)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

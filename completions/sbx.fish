@@ -885,6 +885,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand usage" -s v -l verbose -d 'More 
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand usage" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -s f -l filename -d 'A file, a directory of *.yaml/*.yml/*.json, or - for standard input (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l applyset -d 'Label every tenant and key applied sbx.io/apply-set=NAME: the set these files own' -r
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -l token-dir -d 'Directory for the tokens of keys minted (<name>.token, mode 0600)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
@@ -894,6 +895,8 @@ wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'
 token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l prune -d 'Remove the tenants and keys labelled with --applyset that the files no longer declare'
+complete -c sbx -n "__fish_sbx_using_subcommand apply" -l cascade -d 'With --prune: delete a pruned tenant\'s sandboxes too (without it, a tenant that has sandboxes is kept and nothing is applied)'
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -l dry-run -d 'Print what would change; change nothing'
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -l overwrite -d 'Replace a token file that exists'
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -s q -l quiet -d 'Print only the data: no progress, no status lines'
@@ -901,6 +904,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand apply" -s v -l verbose -d 'More 
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand apply" -s V -l version -d 'Print version'
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -s f -l filename -d 'A file, a directory of *.yaml/*.yml/*.json, or - for standard input (repeatable)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -l applyset -d 'Label every tenant and key applied sbx.io/apply-set=NAME: the set these files own' -r
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
@@ -909,6 +913,7 @@ wide\t'The table with more columns'
 json\t'The API\'s JSON model, pretty-printed'
 yaml\t'The API\'s model as YAML'
 token\t'A minted key\'s token alone, on one line (`sbx key create`)'"
+complete -c sbx -n "__fish_sbx_using_subcommand diff" -l prune -d 'Remove the tenants and keys labelled with --applyset that the files no longer declare'
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -s q -l quiet -d 'Print only the data: no progress, no status lines'
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'

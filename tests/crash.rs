@@ -179,6 +179,7 @@ async fn prepare(op: Op, round: usize, client: &ApiClient, model: &mut Model) {
                 .create_tenant(&CreateTenantRequest {
                     name: Some(tenant.clone()),
                     spec: Some(spec),
+                    labels: None,
                 })
                 .await
                 .unwrap();

@@ -624,6 +624,7 @@ async fn a_replica_lost_during_creates_loses_nothing() {
         .create_tenant(&CreateTenantRequest {
             name: Some(tenant.clone()),
             spec: Some(spec),
+            labels: None,
         })
         .await
         .unwrap();

@@ -195,6 +195,7 @@ async fn tenants_are_created_read_patched_and_deleted_by_the_rules() {
                 namespaces,
                 nodes,
                 expires_days: Some(days),
+                labels: None,
             })
             .await
             .unwrap_err();

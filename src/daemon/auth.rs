@@ -209,6 +209,7 @@ mod tests {
             created: 0,
             expires: 1,
             last_used: None,
+            labels: Default::default(),
             token: None,
         }
     }

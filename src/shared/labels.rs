@@ -81,6 +81,26 @@ pub fn validate_value(key: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// The label `sbx apply --applyset` writes on the tenants and keys it applies: the one key of
+/// a reserved prefix a client may set, on tenants and keys only.
+pub const APPLY_SET: &str = "sbx.io/apply-set";
+
+/// Every label of a tenant or key: a sandbox's rules, and [`APPLY_SET`].
+pub fn validate_tenancy(labels: &BTreeMap<String, String>) -> Result<(), String> {
+    let others: BTreeMap<String, String> = labels
+        .iter()
+        .filter(|(k, _)| k.as_str() != APPLY_SET)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if labels.len() > MAX_LABELS {
+        return Err(format!("at most {MAX_LABELS} labels"));
+    }
+    if let Some(set) = labels.get(APPLY_SET) {
+        validate_value(APPLY_SET, set)?;
+    }
+    validate(&others)
+}
+
 /// Every label of a create.
 pub fn validate(labels: &BTreeMap<String, String>) -> Result<(), String> {
     if labels.len() > MAX_LABELS {

@@ -306,6 +306,8 @@ async fn apply_converges_the_cluster_tenants() {
             .args(["--server", &daemon.url, "--api-key", &admin])
             .output()
             .unwrap();
+        // Shown with a failure.
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -319,4 +321,58 @@ async fn apply_converges_the_cluster_tenants() {
     assert_eq!(sbx(&["apply"]), (Some(0), "tenant/ap configured\n".into()));
     let object = tenants(&_cluster.client).get("ap").await.unwrap();
     assert_eq!(object.data["spec"]["quotas"]["sandboxes"], 5);
+
+    // A set: its label on the Tenant object and in the key's Secret entry; pruned once the
+    // file drops them (keys first).
+    let set = format!(
+        "{}---\napiVersion: sbx.io/v1alpha1\nkind: Tenant\nmetadata: {{name: ap2}}\n\
+         spec: {{namespaces: [ap-two]}}\n---\napiVersion: sbx.io/v1alpha1\nkind: ApiKey\n\
+         metadata: {{name: ap2-ci}}\nspec: {{role: user, tenant: ap2}}\n",
+        tenancy.replace("ap-one, ap-two", "ap-one")
+    );
+    std::fs::write(&file, &set).unwrap();
+    let tokens = config.path().join("tokens");
+    std::fs::create_dir(&tokens).unwrap();
+    let in_set = [
+        "--applyset",
+        "tenancy",
+        "--token-dir",
+        tokens.to_str().unwrap(),
+    ];
+    let applied = sbx(&[&["apply"][..], &in_set].concat());
+    assert_eq!(applied.0, Some(0), "{}", applied.1);
+    assert!(
+        applied
+            .1
+            .starts_with("tenant/ap configured\ntenant/ap2 created\napikey/ap2-ci created"),
+        "{}",
+        applied.1
+    );
+    let object = tenants(&_cluster.client).get("ap2").await.unwrap();
+    assert_eq!(
+        object.metadata.labels.unwrap()["sbx.io/apply-set"],
+        "tenancy"
+    );
+    let secrets: Api<Secret> = Api::namespaced(_cluster.client.clone(), "kube-system");
+    let stored = secrets.get("sbx-api-keys").await.unwrap().data.unwrap();
+    assert!(stored.values().any(|entry| {
+        let entry: Value = serde_json::from_slice(&entry.0).unwrap();
+        entry["name"] == "ap2-ci" && entry["labels"]["sbx.io/apply-set"] == "tenancy"
+    }));
+    std::fs::write(&file, set.split("---").next().unwrap()).unwrap();
+    let pruned = sbx(&[&["apply", "--prune"][..], &in_set].concat());
+    assert_eq!(
+        pruned,
+        (
+            Some(0),
+            "tenant/ap unchanged\napikey/ap2-ci pruned\ntenant/ap2 pruned\n".into()
+        )
+    );
+    assert!(
+        tenants(&_cluster.client)
+            .get_opt("ap2")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

@@ -6,6 +6,10 @@
 //! (e.g. nodes added by `sbx node dedicate`). The role-binding document is replaced only when
 //! it differs. A key is minted when no key of its name exists; a key is never changed (that
 //! would change its token): one that differs is reported and nothing is applied.
+//!
+//! With `--applyset NAME` every tenant and key applied carries the label
+//! `sbx.io/apply-set=NAME`; `--prune` then removes the tenants and keys of that label that the
+//! files no longer declare (after the other changes; keys before tenants).
 pub mod documents;
 
 use std::path::PathBuf;
@@ -20,7 +24,10 @@ use crate::cli::commands::key::tokens::Destinations;
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, RoleBindings};
 use crate::shared::models::tenant::{CreateTenantRequest, Tenant};
 use crate::shared::timestamp::now_unix;
-use documents::{KeySpec, Object, Origin};
+use documents::{KeySpec, Labels, Object, Origin};
+
+/// The label that names the set of files a tenant or key was applied from.
+pub use crate::shared::labels::APPLY_SET as APPLY_SET_LABEL;
 
 /// Make the server's tenants, role bindings and keys what the files declare
 ///
@@ -35,16 +42,29 @@ use documents::{KeySpec, Object, Origin};
 /// minted by apply has its token written to `--token-dir`/<name>.token (mode 0600); a key
 /// that exists with other settings is not changed (revoke it first).
 ///
+/// With --applyset NAME, what is applied is labelled sbx.io/apply-set=NAME, and --prune
+/// deletes the tenants and revokes the keys of that set that the files no longer declare. A
+/// tenant that still has sandboxes is not pruned (nothing is applied) unless --cascade.
+///
 /// Examples:
 ///   sbx apply -f tenancy/
 ///   sbx apply -f acme.yaml --dry-run
 ///   sbx apply -f keys.yaml --token-dir ./tokens
 ///   sbx tenant get acme -o yaml | sbx apply -f -
+///   sbx apply -f tenancy/ --applyset tenancy --prune --token-dir ./tokens
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct ApplyArgs {
     #[command(flatten)]
     pub files: Files,
+
+    #[command(flatten)]
+    pub set: SetArgs,
+
+    /// With --prune: delete a pruned tenant's sandboxes too (without it, a tenant that has
+    /// sandboxes is kept and nothing is applied)
+    #[arg(long, requires = "prune")]
+    pub cascade: bool,
 
     /// Print what would change; change nothing
     #[arg(long)]
@@ -66,11 +86,64 @@ pub struct ApplyArgs {
 ///
 /// Examples:
 ///   sbx diff -f tenancy/
+///   sbx diff -f tenancy/ --applyset tenancy --prune
 #[derive(Debug, Clone, Args)]
 #[command(verbatim_doc_comment)]
 pub struct DiffArgs {
     #[command(flatten)]
     pub files: Files,
+
+    #[command(flatten)]
+    pub set: SetArgs,
+}
+
+/// The set of objects the files own, and whether what left the files is removed.
+#[derive(Debug, Clone, Args)]
+pub struct SetArgs {
+    /// Label every tenant and key applied sbx.io/apply-set=NAME: the set these files own
+    #[arg(long, value_name = "NAME")]
+    pub applyset: Option<String>,
+
+    /// Remove the tenants and keys labelled with --applyset that the files no longer declare
+    #[arg(long, requires = "applyset")]
+    pub prune: bool,
+}
+
+impl SetArgs {
+    /// The label `--applyset` adds, checked.
+    fn label(&self) -> Result<Option<(String, String)>> {
+        let Some(set) = &self.applyset else {
+            return Ok(None);
+        };
+        let label = (APPLY_SET_LABEL.to_string(), set.clone());
+        crate::shared::labels::validate_tenancy(&Labels::from([label.clone()]))
+            .map_err(|e| anyhow::anyhow!("--applyset: {e}"))?;
+        Ok(Some(label))
+    }
+}
+
+/// What `--prune` removes.
+#[derive(Debug, Clone, PartialEq)]
+enum Prune {
+    /// A key name (every key of that name carries the set's label).
+    Key(String),
+    /// A tenant, and what the server had of it (for `diff`).
+    Tenant { name: String, before: String },
+}
+
+impl Prune {
+    fn id(&self) -> String {
+        match self {
+            Prune::Key(name) => format!("apikey/{name}"),
+            Prune::Tenant { name, .. } => format!("tenant/{name}"),
+        }
+    }
+}
+
+/// Every change `apply` makes.
+struct Plan {
+    steps: Vec<Step>,
+    prunes: Vec<Prune>,
 }
 
 /// The files `apply` and `diff` read.
@@ -103,6 +176,8 @@ struct Step {
     /// The server's side and the file's, as YAML, for `diff`.
     before: String,
     after: String,
+    /// The labels a tenant is created with.
+    labels: Option<Labels>,
 }
 
 /// The server's state that the objects are compared with.
@@ -120,8 +195,8 @@ fn yaml(value: &Value) -> String {
     }
 }
 
-/// Reads what the server has of the objects' kinds.
-async fn server(ctx: &Context, objects: &[(Origin, Object)]) -> Result<Server> {
+/// Reads what the server has of the objects' kinds (every key with `prune`).
+async fn server(ctx: &Context, objects: &[(Origin, Object)], prune: bool) -> Result<Server> {
     let wants = |f: fn(&Object) -> bool| objects.iter().any(|(_, o)| f(o));
     let tenants = ctx.client.list_tenants().await?;
     let bindings = if wants(|o| matches!(o, Object::RoleBindings(_))) {
@@ -129,7 +204,7 @@ async fn server(ctx: &Context, objects: &[(Origin, Object)]) -> Result<Server> {
     } else {
         None
     };
-    let keys = if wants(|o| matches!(o, Object::ApiKey { .. })) {
+    let keys = if prune || wants(|o| matches!(o, Object::ApiKey { .. })) {
         ctx.client.list_keys().await?
     } else {
         Vec::new()
@@ -141,16 +216,38 @@ async fn server(ctx: &Context, objects: &[(Origin, Object)]) -> Result<Server> {
     })
 }
 
+/// A tenant as `diff` shows it: the labels when they are managed, and the spec sections the
+/// file names.
+fn tenant_view(labels: Option<&Labels>, sections: Value) -> Value {
+    match labels {
+        Some(labels) => json!({"metadata": {"labels": labels}, "spec": sections}),
+        None => json!({ "spec": sections }),
+    }
+}
+
 /// Compares every object with the server; refuses (before any write) what cannot be applied.
-fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
+fn plan(objects: Vec<(Origin, Object)>, server: &Server, set: &SetArgs) -> Result<Plan> {
     let now = now_unix();
+    let set_label = set.label()?;
+    // The labels an object is applied with: the file's (or, when it gives none, the server's)
+    // and the set's; `None` when neither the file nor `--applyset` manages them.
+    let wanted_labels = |declared: Option<&Labels>, current: Option<&Labels>| -> Option<Labels> {
+        if declared.is_none() && set_label.is_none() {
+            return None;
+        }
+        let mut labels = declared.or(current).cloned().unwrap_or_default();
+        labels.extend(set_label.clone());
+        Some(labels)
+    };
     let mut steps = Vec::new();
     for (origin, object) in objects {
+        let mut create_labels = None;
         let (change, before, after) = match &object {
             Object::Tenant {
                 name,
                 sections,
                 spec,
+                labels,
             } => {
                 let declared = serde_json::to_value(spec)?;
                 let pick = |spec: &Value| -> Value {
@@ -160,22 +257,34 @@ fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
                         .collect();
                     Value::Object(picked)
                 };
-                let after = pick(&declared);
+                let wanted = pick(&declared);
                 match server.tenants.iter().find(|t| &t.metadata.name == name) {
-                    None => (Change::Create, Value::Null, after),
+                    None => {
+                        create_labels = wanted_labels(labels.as_ref(), None);
+                        let after = tenant_view(create_labels.as_ref(), wanted);
+                        (Change::Create, Value::Null, after)
+                    }
                     Some(current) => {
-                        let before = pick(&serde_json::to_value(&current.spec)?);
-                        if before == after {
+                        let now_labels = &current.metadata.labels;
+                        let labels = wanted_labels(labels.as_ref(), Some(now_labels));
+                        let had = pick(&serde_json::to_value(&current.spec)?);
+                        let changed: Map<String, Value> = wanted
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .filter(|(k, v)| had.get(k.as_str()) != Some(v))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        let relabel = labels.as_ref().filter(|l| *l != now_labels);
+                        let before = tenant_view(labels.as_ref().map(|_| now_labels), had);
+                        let after = tenant_view(labels.as_ref(), wanted);
+                        if changed.is_empty() && relabel.is_none() {
                             (Change::Unchanged, before, after)
                         } else {
-                            let changed: Map<String, Value> = after
-                                .as_object()
-                                .into_iter()
-                                .flatten()
-                                .filter(|(k, v)| before.get(k.as_str()) != Some(v))
-                                .map(|(k, v)| (k.clone(), v.clone()))
-                                .collect();
-                            let body = json!({ "spec": changed });
+                            let mut body = json!({ "spec": changed });
+                            if let Some(labels) = relabel {
+                                body["labels"] = json!(labels);
+                            }
                             (Change::Configure(body), before, after)
                         }
                     }
@@ -190,7 +299,9 @@ fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
                     (Change::Configure(after.clone()), before, after)
                 }
             }
-            Object::ApiKey { name, spec } => {
+            // A key's labels are given when it is minted and are not compared: a key cannot
+            // change, and one minted before its file named a set is simply not pruned.
+            Object::ApiKey { name, spec, .. } => {
                 let after = key_view(spec);
                 let live: Vec<&ApiKey> = server
                     .keys
@@ -209,12 +320,21 @@ fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
                 }
             }
         };
+        let object = match object {
+            Object::ApiKey { name, spec, labels } => Object::ApiKey {
+                labels: wanted_labels(Some(&labels), None).unwrap_or(labels),
+                name,
+                spec,
+            },
+            other => other,
+        };
         steps.push(Step {
             origin,
             object,
             change,
             before: yaml(&before),
             after: yaml(&after),
+            labels: create_labels,
         });
     }
     // A key's or a binding's tenant must exist, on the server or in the files.
@@ -232,6 +352,7 @@ fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
                 tenant: Some(tenant),
                 ..
             },
+            ..
         } = &step.object
         {
             let known = declared.contains(&tenant.as_str())
@@ -245,7 +366,56 @@ fn plan(objects: Vec<(Origin, Object)>, server: &Server) -> Result<Vec<Step>> {
             }
         }
     }
-    Ok(steps)
+    let prunes = match (&set_label, set.prune) {
+        (Some((_, set)), true) => prunes(&steps, server, set)?,
+        _ => Vec::new(),
+    };
+    Ok(Plan { steps, prunes })
+}
+
+/// The keys and tenants of the set `set` that the files no longer declare (keys first).
+fn prunes(steps: &[Step], server: &Server, set: &str) -> Result<Vec<Prune>> {
+    let of_set = |labels: &Labels| labels.get(APPLY_SET_LABEL).is_some_and(|s| s == set);
+    let declared = |id: String| steps.iter().any(|s| s.object.id() == id);
+    let mut out = Vec::new();
+    let mut names: Vec<&str> = server
+        .keys
+        .iter()
+        .filter(|k| of_set(&k.labels) && !declared(format!("apikey/{}", k.name)))
+        .map(|k| k.name.as_str())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        // Keys are revoked by name: every key of the name must be the set's.
+        if let Some(other) = server
+            .keys
+            .iter()
+            .find(|k| k.name == name && !of_set(&k.labels))
+        {
+            bail!(
+                "apikey/{name} would be pruned, but key {} of that name is not labelled \
+                 {APPLY_SET_LABEL}={set} and a revoke takes every key of a name: revoke them \
+                 yourself (`sbx key revoke {name}`) or declare the key; nothing was applied",
+                other.id
+            );
+        }
+        out.push(Prune::Key(name.to_string()));
+    }
+    for tenant in &server.tenants {
+        let name = &tenant.metadata.name;
+        if of_set(&tenant.metadata.labels) && !declared(format!("tenant/{name}")) {
+            let view = tenant_view(
+                Some(&tenant.metadata.labels),
+                serde_json::to_value(&tenant.spec)?,
+            );
+            out.push(Prune::Tenant {
+                name: name.clone(),
+                before: yaml(&view),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// A key's settings as a file declares them (expiry aside: it counts from the mint).
@@ -278,8 +448,28 @@ fn key_matches(key: &ApiKey, spec: &KeySpec) -> bool {
 /// Runs `sbx apply`.
 pub async fn run_apply(ctx: &Context, args: &ApplyArgs) -> Result<ExitCode> {
     let objects = documents::read(&args.files.paths)?;
-    let server = server(ctx, &objects).await?;
-    let steps = plan(objects, &server)?;
+    let server = server(ctx, &objects, args.set.prune).await?;
+    let Plan { steps, prunes } = plan(objects, &server, &args.set)?;
+    // A tenant with sandboxes is pruned only with --cascade (the server refuses it too).
+    for prune in prunes.iter().filter(|_| !args.cascade) {
+        let Prune::Tenant { name, .. } = prune else {
+            continue;
+        };
+        let tenant = server.tenants.iter().find(|t| &t.metadata.name == name);
+        let mut sandboxes = 0;
+        for ns in tenant
+            .map(|t| t.spec.namespaces.as_slice())
+            .unwrap_or_default()
+        {
+            sandboxes += ctx.client.list_sandboxes(Some(ns)).await?.len();
+        }
+        if sandboxes > 0 {
+            bail!(
+                "tenant/{name} would be pruned but has {sandboxes} sandbox(es): pass --cascade \
+                 to delete them with it, or declare the tenant; nothing was applied"
+            );
+        }
+    }
     // Every token's file is checked before the first write.
     let mut tokens = Vec::new();
     for step in &steps {
@@ -336,6 +526,34 @@ pub async fn run_apply(ctx: &Context, args: &ApplyArgs) -> Result<ExitCode> {
             .unwrap_or_default();
         println!("{id} {word}{suffix}{token}");
     }
+    for (i, prune) in prunes.iter().enumerate() {
+        let id = prune.id();
+        if !args.dry_run {
+            let done = match prune {
+                Prune::Key(name) => ctx.client.revoke_keys(name).await.map(drop),
+                Prune::Tenant { name, .. } => {
+                    ctx.client.delete_tenant(name, args.cascade).await.map(drop)
+                }
+            };
+            if let Err(e) = done {
+                let rest: Vec<String> = prunes[i..].iter().map(Prune::id).collect();
+                bail!(
+                    "{id}: {e:#}\napplied: every object of the files and {}\nnot pruned: {}",
+                    if i == 0 {
+                        "no prune".to_string()
+                    } else {
+                        prunes[..i]
+                            .iter()
+                            .map(Prune::id)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
+                    rest.join(", ")
+                );
+            }
+        }
+        println!("{id} pruned{suffix}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -351,6 +569,7 @@ async fn write(
             let request = CreateTenantRequest {
                 name: Some(name.clone()),
                 spec: Some(spec.as_ref().clone()),
+                labels: step.labels.clone(),
             };
             ctx.client.create_tenant(&request).await?;
         }
@@ -360,8 +579,9 @@ async fn write(
         (Object::RoleBindings(document), _) => {
             ctx.client.put_role_bindings(document).await?;
         }
-        (Object::ApiKey { name, spec }, Change::Create) => {
+        (Object::ApiKey { name, spec, labels }, Change::Create) => {
             let request = CreateKeyRequest {
+                labels: (!labels.is_empty()).then(|| labels.clone()),
                 name: Some(name.clone()),
                 role: Some(spec.role.to_string()),
                 tenant: spec.tenant.clone(),
@@ -387,12 +607,12 @@ async fn write(
 pub async fn run_diff(ctx: &Context, args: &DiffArgs) -> Result<ExitCode> {
     let outcome = async {
         let objects = documents::read(&args.files.paths)?;
-        let server = server(ctx, &objects).await?;
-        plan(objects, &server)
+        let server = server(ctx, &objects, args.set.prune).await?;
+        plan(objects, &server, &args.set)
     }
     .await;
-    let steps = match outcome {
-        Ok(steps) => steps,
+    let Plan { steps, prunes } = match outcome {
+        Ok(plan) => plan,
         Err(e) => {
             crate::cli::report(&e);
             return Ok(ExitCode::from(2));
@@ -416,6 +636,20 @@ pub async fn run_diff(ctx: &Context, args: &DiffArgs) -> Result<ExitCode> {
         if step.before.is_empty() {
             println!("# {id} does not exist: it would be created");
         }
+    }
+    for prune in prunes {
+        differs = true;
+        let id = prune.id();
+        if let Prune::Tenant { before, .. } = &prune {
+            let diff = similar::TextDiff::from_lines(before.as_str(), "");
+            print!(
+                "{}",
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header(&format!("{id} (server)"), &format!("{id} (pruned)"))
+            );
+        }
+        println!("# {id} is no longer in the files: it would be pruned");
     }
     Ok(ExitCode::from(u8::from(differs)))
 }

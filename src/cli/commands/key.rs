@@ -162,6 +162,7 @@ pub async fn run(ctx: &Context, command: &KeyCommand) -> Result<ExitCode> {
         KeyCommand::Create(args) => {
             let role: Role = args.role.parse().map_err(anyhow::Error::msg)?;
             let request = CreateKeyRequest {
+                labels: None,
                 name: Some(args.name.clone()),
                 role: Some(role.to_string()),
                 tenant: args.tenant.clone(),

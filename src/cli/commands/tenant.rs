@@ -302,6 +302,7 @@ pub async fn run(ctx: &Context, command: &TenantCommand) -> Result<ExitCode> {
             let spec: TenantSpec = serde_json::from_value(Value::Object(sections(&args.spec)?))
                 .context("the tenant spec")?;
             let request = CreateTenantRequest {
+                labels: None,
                 name: Some(args.name.clone()),
                 spec: Some(spec),
             };

@@ -277,6 +277,8 @@ pub struct StoredTenant {
     /// The status last written (by the leader's refresh, or by the write that changed the
     /// spec); `None` before the first.
     pub status: Option<TenantStatus>,
+    /// Labels (checked with `names::validate_labels`).
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// What the sandboxes and snapshots of some namespaces hold against tenant quotas. A

@@ -168,6 +168,8 @@ impl KeyService {
             }
             _ => {}
         }
+        let labels = request.labels.clone().unwrap_or_default();
+        crate::shared::labels::validate_tenancy(&labels).map_err(ServiceError::bad_request)?;
         let namespaces = request.namespaces.clone().unwrap_or_default();
         if !namespaces.is_empty() && !role.is_tenant_scoped() {
             return Err(ServiceError::bad_request(format!(
@@ -209,41 +211,32 @@ impl KeyService {
                 )));
             }
         }
-        self.mint(
+        let key = ApiKey {
             name,
             role,
-            tenant.map(str::to_string),
+            tenant: tenant.map(str::to_string),
             namespaces,
             nodes,
-            days,
-        )
-        .await
+            labels,
+            ..ApiKey::default()
+        };
+        self.mint(key, days).await
     }
 
-    async fn mint(
-        &self,
-        name: String,
-        role: Role,
-        tenant: Option<String>,
-        namespaces: Vec<String>,
-        nodes: Vec<String>,
-        days: i64,
-    ) -> ServiceResult<ApiKey> {
+    /// Mints a key of these settings (name, role, tenant, namespaces, nodes, labels) that
+    /// expires in `days`.
+    async fn mint(&self, settings: ApiKey, days: i64) -> ServiceResult<ApiKey> {
         let id = random_hex(ID_BYTES)?;
         let secret = random_hex(SECRET_BYTES)?;
         let created = now_unix();
         let stored = StoredKey {
             key: ApiKey {
                 id: id.clone(),
-                name,
-                role,
-                tenant,
-                namespaces,
-                nodes,
                 created,
                 expires: created + days * SECONDS_PER_DAY,
                 last_used: None,
                 token: None,
+                ..settings
             },
             secret_sha256: sha256(&secret),
         };
@@ -400,11 +393,11 @@ impl KeyService {
         }
         let key = self
             .mint(
-                BOOTSTRAP_KEY_NAME.to_string(),
-                Role::Admin,
-                None,
-                vec![],
-                vec![],
+                ApiKey {
+                    name: BOOTSTRAP_KEY_NAME.to_string(),
+                    role: Role::Admin,
+                    ..ApiKey::default()
+                },
                 BOOTSTRAP_EXPIRES_DAYS,
             )
             .await?;

@@ -356,7 +356,9 @@ impl TenantService {
 
     async fn read_form(&self, tenant: StoredTenant) -> ServiceResult<Tenant> {
         let status = self.status(&tenant).await?;
-        Ok(Tenant::new(tenant.name, tenant.spec, status))
+        let mut read = Tenant::new(tenant.name, tenant.spec, status);
+        read.metadata.labels = tenant.labels;
+        Ok(read)
     }
 
     /// `GET /tenants`.
@@ -416,6 +418,8 @@ impl TenantService {
         let name = request.require_name().map_err(bad)?;
         names::validate_dns_label("tenant name", name).map_err(bad)?;
         let spec = request.require_spec().map_err(bad)?.clone();
+        let labels = request.labels.clone().unwrap_or_default();
+        crate::shared::labels::validate_tenancy(&labels).map_err(bad)?;
         let _writes = self.writes.lock().await;
         self.check_spec(name, &spec).await?;
         let tenant = StoredTenant {
@@ -424,6 +428,7 @@ impl TenantService {
             generation: 1,
             created: now_unix(),
             status: None,
+            labels,
         };
         match self.tenancy.insert_tenant(&tenant).await {
             Ok(()) => {}
@@ -445,10 +450,22 @@ impl TenantService {
             .spec
             .apply(&tenant.spec)
             .map_err(ServiceError::bad_request)?;
+        let labels = match &request.labels {
+            Some(labels) => {
+                crate::shared::labels::validate_tenancy(labels)
+                    .map_err(ServiceError::bad_request)?;
+                labels.clone()
+            }
+            None => tenant.labels.clone(),
+        };
         self.check_spec(name, &spec).await?;
-        if spec != tenant.spec {
+        if spec != tenant.spec || labels != tenant.labels {
+            // Labels are not the spec: only a spec change is a new generation.
+            if spec != tenant.spec {
+                tenant.generation += 1;
+            }
             tenant.spec = spec;
-            tenant.generation += 1;
+            tenant.labels = labels;
             self.tenancy.update_tenant(&tenant).await?;
             self.reload().await?;
             tracing::info!(tenant = %name, generation = tenant.generation, "tenant updated");
@@ -650,6 +667,7 @@ mod tests {
             let request = CreateTenantRequest {
                 name: Some(name.clone()),
                 spec: Some(spec(&ns)),
+                labels: None,
             };
             service.create(&request).await.unwrap();
             let owner = service.owner(&ns).await.unwrap().map(|o| o.name);
@@ -657,6 +675,7 @@ mod tests {
             let claim = CreateTenantRequest {
                 name: Some(format!("other{i}")),
                 spec: Some(spec(&ns)),
+                labels: None,
             };
             let error = service.create(&claim).await.unwrap_err();
             assert!(
@@ -669,6 +688,7 @@ mod tests {
                     namespaces: Some(Some(vec![ns.clone(), added.clone()])),
                     ..Default::default()
                 },
+                labels: None,
             };
             service.update(&name, &patch).await.unwrap();
             let owner = service.owner(&added).await.unwrap().map(|o| o.name);

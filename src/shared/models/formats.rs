@@ -280,6 +280,30 @@ pub struct LabelMap;
 
 impl utoipa::PartialSchema for LabelMap {
     fn schema() -> RefOr<Schema> {
+        label_map_schema(
+            "Labels, Kubernetes' syntax: keys `[prefix/]name` (a DNS subdomain prefix of at most 253 characters; the prefixes `sbx.io`, `kubernetes.io` and `k8s.io` and their subdomains are reserved), names and values of at most 63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit (a value may be empty); at most 64 labels.",
+        )
+    }
+}
+
+impl utoipa::ToSchema for LabelMap {}
+
+/// `labels` of a tenant or key.
+pub struct TenancyLabelMap;
+
+impl utoipa::PartialSchema for TenancyLabelMap {
+    fn schema() -> RefOr<Schema> {
+        label_map_schema(
+            "Labels, Kubernetes' syntax: keys `[prefix/]name` (a DNS subdomain prefix of at most 253 characters; the prefixes `sbx.io`, `kubernetes.io` and `k8s.io` and their subdomains are reserved, except the key `sbx.io/apply-set` that `sbx apply --applyset` writes), names and values of at most 63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit (a value may be empty); at most 64 labels.",
+        )
+    }
+}
+
+impl utoipa::ToSchema for TenancyLabelMap {}
+
+/// A label map's schema.
+fn label_map_schema(description: &str) -> RefOr<Schema> {
+    {
         let subdomain =
             "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*";
         let value = ObjectBuilder::new()
@@ -288,15 +312,13 @@ impl utoipa::PartialSchema for LabelMap {
             .max_length(Some(63))
             .build();
         map_schema(
-            "Labels, Kubernetes' syntax: keys `[prefix/]name` (a DNS subdomain prefix of at most 253 characters; the prefixes `sbx.io`, `kubernetes.io` and `k8s.io` and their subdomains are reserved), names and values of at most 63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit (a value may be empty); at most 64 labels.",
+            description,
             &format!("^({subdomain}/)?{LABEL_PART}$"),
             Schema::Object(value),
             Some(crate::shared::labels::MAX_LABELS),
         )
     }
 }
-
-impl utoipa::ToSchema for LabelMap {}
 
 string_format!(
     /// Egress whitelist entries.

@@ -1,17 +1,30 @@
 //! Identity wire types: roles, API keys, whoami, OIDC discovery and role bindings.
 use serde::{Deserialize, Serialize};
 
-use crate::shared::models::formats::{DnsLabel, KeyName, NodeName, NonBlank};
+use crate::shared::models::formats::{DnsLabel, KeyName, NodeName, NonBlank, TenancyLabelMap};
 use utoipa::ToSchema;
 
 /// A principal's role. `read-only` and `user` are scoped to a tenant; `operator` and `admin`
 /// are cluster-wide.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
-    /// Read sandboxes, logs, metrics and snapshots of its tenant.
+    /// Read sandboxes, logs, metrics and snapshots of its tenant (the least a role grants:
+    /// the default of a record being built).
+    #[default]
     ReadOnly,
     /// Every sandbox and snapshot route in its tenant's namespaces.
     User,
@@ -89,10 +102,15 @@ pub struct CreateKeyRequest {
     #[serde(default)]
     #[schema(value_type = Option<Vec<NodeName>>)]
     pub nodes: Option<Vec<String>>,
+    /// Labels (Kubernetes label syntax, at most 64), e.g. `sbx.io/apply-set`, which `sbx apply
+    /// --applyset` writes to find what it may prune.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<TenancyLabelMap>)]
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// An API key record. The secret's hash is never returned; `token` only in the mint response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ApiKey {
     /// Key id: the part of the token before the first `_`.
     pub id: String,
@@ -116,6 +134,10 @@ pub struct ApiKey {
     /// Last successful authentication, unix seconds; null until used.
     #[serde(default)]
     pub last_used: Option<i64>,
+    /// Labels given when it was minted; absent when there are none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schema(value_type = TenancyLabelMap)]
+    pub labels: std::collections::BTreeMap<String, String>,
     /// The bearer token `<key_id>_<secret>`: present only in the mint response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
@@ -232,6 +254,7 @@ mod tests {
             created: 1,
             expires: 2,
             last_used: None,
+            labels: Default::default(),
             token: None,
         };
         let v = serde_json::to_value(&key).unwrap();

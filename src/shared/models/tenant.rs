@@ -1,8 +1,10 @@
 //! Wire types of the tenant routes: the `Tenant` resource, its spec and status, create, patch and delete.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::shared::models::formats::{DnsLabel, NodeName, QuantityText};
+use crate::shared::models::formats::{DnsLabel, NodeName, QuantityText, TenancyLabelMap};
 
 use crate::shared::models::sandbox::{DeleteResult, require_field};
 use crate::shared::quantity::Quantity;
@@ -247,6 +249,11 @@ impl TenantSpec {
 pub struct TenantMetadata {
     /// Tenant name (cluster-scoped).
     pub name: String,
+    /// Labels (Kubernetes label syntax), e.g. `sbx.io/apply-set`, which `sbx apply
+    /// --applyset` writes to find what it may prune; absent when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = TenancyLabelMap)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Current consumption of a tenant, as quantity strings (the sandbox count too, as the spec gives it).
@@ -311,7 +318,10 @@ impl Tenant {
         Tenant {
             api_version: TENANT_API_VERSION.to_string(),
             kind: TENANT_KIND.to_string(),
-            metadata: TenantMetadata { name: name.into() },
+            metadata: TenantMetadata {
+                name: name.into(),
+                labels: BTreeMap::new(),
+            },
             spec,
             status,
         }
@@ -333,6 +343,10 @@ pub struct CreateTenantRequest {
     )]
     #[schema(value_type = TenantSpec, required = true)]
     pub spec: Option<TenantSpec>,
+    /// Labels (Kubernetes label syntax, at most 64), returned as `metadata.labels`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<TenancyLabelMap>)]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 impl CreateTenantRequest {
@@ -446,6 +460,10 @@ pub struct PatchTenantRequest {
     /// Sections to replace or remove; an empty or absent spec changes nothing.
     #[serde(default, deserialize_with = "crate::shared::models::objects::required")]
     pub spec: TenantSpecPatch,
+    /// New labels, replacing all of them (`{}` removes them); absent: kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<TenancyLabelMap>)]
+    pub labels: Option<BTreeMap<String, String>>,
 }
 
 /// Query of `DELETE /api/v1/tenants/{name}`.

@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::shared::labels::validate_tenancy;
 use crate::shared::models::identity::{Role, RoleBindings};
 use crate::shared::models::tenant::{TENANT_API_VERSION, TenantSpec};
 use crate::shared::names::{validate_dns_label, validate_key_name};
@@ -55,12 +56,21 @@ pub enum Object {
         name: String,
         sections: Map<String, Value>,
         spec: Box<TenantSpec>,
+        /// `metadata.labels`, when the file gives them (absent: left as they are).
+        labels: Option<Labels>,
     },
     /// The role-binding document (one per server).
     RoleBindings(RoleBindings),
-    /// An API key, by name.
-    ApiKey { name: String, spec: KeySpec },
+    /// An API key, by name, with the labels it is minted with.
+    ApiKey {
+        name: String,
+        spec: KeySpec,
+        labels: Labels,
+    },
 }
+
+/// Labels of a tenant or key.
+pub type Labels = std::collections::BTreeMap<String, String>;
 
 impl Object {
     /// `kind/name`, as the lines of `apply` print it.
@@ -184,6 +194,15 @@ fn object(value: &Value) -> Result<Object> {
         Ok(name.to_string())
     };
     let spec = map.get("spec").cloned().unwrap_or(Value::Null);
+    let labels = || -> Result<Option<Labels>> {
+        let Some(labels) = map.get("metadata").and_then(|m| m.get("labels")) else {
+            return Ok(None);
+        };
+        let labels: Labels = serde_json::from_value(labels.clone())
+            .map_err(|e| anyhow::anyhow!("`metadata.labels`: {e}"))?;
+        validate_tenancy(&labels).map_err(|e| anyhow::anyhow!("`metadata.labels`: {e}"))?;
+        Ok(Some(labels))
+    };
     match text("kind") {
         Some("Tenant") => {
             let name = name(false)?;
@@ -198,6 +217,7 @@ fn object(value: &Value) -> Result<Object> {
                 name,
                 sections,
                 spec: Box::new(spec),
+                labels: labels()?,
             })
         }
         Some("RoleBindings") => {
@@ -219,7 +239,11 @@ fn object(value: &Value) -> Result<Object> {
                     spec.role
                 );
             }
-            Ok(Object::ApiKey { name, spec })
+            Ok(Object::ApiKey {
+                name,
+                spec,
+                labels: labels()?.unwrap_or_default(),
+            })
         }
         Some(other) => bail!("unknown `kind` {other} (Tenant, RoleBindings or ApiKey)"),
         None => bail!("`kind` is missing (Tenant, RoleBindings or ApiKey)"),

@@ -60,6 +60,8 @@ impl TenantStore for KubernetesPlatform {
             |object| {
                 before = object.spec.0.namespaces.clone();
                 object.spec = objects::tenants::TenantObjectSpec(tenant.spec.clone());
+                object.metadata.labels =
+                    Some(tenant.labels.clone()).filter(|labels| !labels.is_empty());
             },
         )
         .await?;

@@ -71,6 +71,9 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 6: a tenant's observed state (the status the leader rewrites every 60 s), as JSON.
     "ALTER TABLE tenants ADD COLUMN status TEXT;",
+    // 7: labels of tenants and keys (JSON objects), e.g. `sbx apply`'s `sbx.io/apply-set`.
+    "ALTER TABLE tenants ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';
+     ALTER TABLE api_keys ADD COLUMN labels TEXT NOT NULL DEFAULT '{}';",
 ];
 
 /// The schema version this build writes.

@@ -12,7 +12,7 @@ impl IdentityStore for LocalPlatform {
             .call(|conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT id, name, role, tenant, namespaces, nodes, secret_sha256, created, \
-                     expires, last_used FROM api_keys ORDER BY created, id",
+                     expires, last_used, labels FROM api_keys ORDER BY created, id",
                 )?;
                 let rows = stmt.query_map([], key_from_row)?;
                 rows.collect()
@@ -26,8 +26,8 @@ impl IdentityStore for LocalPlatform {
             .call(move |conn| {
                 conn.execute(
                     "INSERT INTO api_keys (id, name, role, tenant, namespaces, nodes, \
-                     secret_sha256, created, expires, last_used) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                     secret_sha256, created, expires, last_used, labels) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                     params![
                         key.key.id,
                         key.key.name,
@@ -39,6 +39,8 @@ impl IdentityStore for LocalPlatform {
                         key.key.created,
                         key.key.expires,
                         key.key.last_used,
+                        serde_json::to_string(&key.key.labels)
+                            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
                     ],
                 )?;
                 Ok(())

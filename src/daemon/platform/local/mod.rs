@@ -160,6 +160,7 @@ fn key_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredKey> {
     })?;
     let namespaces: String = row.get("namespaces")?;
     let nodes: String = row.get("nodes")?;
+    let labels: String = row.get("labels")?;
     let hash: Vec<u8> = row.get("secret_sha256")?;
     let secret_sha256: [u8; 32] = hash.try_into().map_err(|_| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -179,6 +180,7 @@ fn key_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredKey> {
             created: row.get("created")?,
             expires: row.get("expires")?,
             last_used: row.get("last_used")?,
+            labels: serde_json::from_str(&labels).unwrap_or_default(),
             token: None,
         },
         secret_sha256,
@@ -219,6 +221,7 @@ mod tests {
                 created: 10,
                 expires: 20,
                 last_used: None,
+                labels: Default::default(),
                 token: None,
             },
             secret_sha256: [7; 32],

@@ -23,7 +23,8 @@ impl TenantStore for LocalPlatform {
             .db
             .call(|conn| {
                 let mut statement = conn.prepare(
-                    "SELECT name, spec, generation, created, status FROM tenants ORDER BY name",
+                    "SELECT name, spec, generation, created, status, labels FROM tenants \
+                     ORDER BY name",
                 )?;
                 let rows = statement.query_map([], |row| {
                     Ok((
@@ -32,40 +33,44 @@ impl TenantStore for LocalPlatform {
                         row.get::<_, i64>(2)?,
                         row.get::<_, i64>(3)?,
                         row.get::<_, Option<String>>(4)?,
+                        row.get::<_, String>(5)?,
                     ))
                 })?;
                 rows.collect::<Result<Vec<_>, _>>()
             })
             .await?;
         rows.into_iter()
-            .map(|(name, spec, generation, created, status)| {
+            .map(|(name, spec, generation, created, status, labels)| {
                 let spec = serde_json::from_str(&spec).map_err(|e| {
                     PlatformError::Store(format!("tenant '{name}' has an unreadable spec: {e}"))
                 })?;
                 // A status that does not read is recomputed, not an error.
                 let status = status.and_then(|s| serde_json::from_str(&s).ok());
+                let labels = serde_json::from_str(&labels).map_err(|e| {
+                    PlatformError::Store(format!("tenant '{name}' has unreadable labels: {e}"))
+                })?;
                 Ok(StoredTenant {
                     name,
                     spec,
                     generation,
                     created,
                     status,
+                    labels,
                 })
             })
             .collect()
     }
 
     async fn insert_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec =
-            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let (spec, labels) = stored_json(tenant)?;
         let (name, generation, created) = (tenant.name.clone(), tenant.generation, tenant.created);
         let inserted = self
             .db
             .call(move |conn| {
                 conn.execute(
-                    "INSERT OR IGNORE INTO tenants (name, spec, generation, created) \
-                     VALUES (?1, ?2, ?3, ?4)",
-                    params![name, spec, generation, created],
+                    "INSERT OR IGNORE INTO tenants (name, spec, generation, created, labels) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![name, spec, generation, created, labels],
                 )
             })
             .await?;
@@ -79,15 +84,14 @@ impl TenantStore for LocalPlatform {
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
-        let spec =
-            serde_json::to_string(&tenant.spec).map_err(|e| PlatformError::Store(e.to_string()))?;
+        let (spec, labels) = stored_json(tenant)?;
         let (name, generation) = (tenant.name.clone(), tenant.generation);
         let updated = self
             .db
             .call(move |conn| {
                 conn.execute(
-                    "UPDATE tenants SET spec = ?2, generation = ?3 WHERE name = ?1",
-                    params![name, spec, generation],
+                    "UPDATE tenants SET spec = ?2, generation = ?3, labels = ?4 WHERE name = ?1",
+                    params![name, spec, generation, labels],
                 )
             })
             .await?;
@@ -190,4 +194,13 @@ impl TenantStore for LocalPlatform {
         let snapshot = self.sandboxes()?.snapshot_record(namespace, name).await?;
         Ok(size_of(&snapshot.source))
     }
+}
+
+/// A tenant's spec and labels as the JSON the table holds.
+fn stored_json(tenant: &StoredTenant) -> PlatformResult<(String, String)> {
+    let store = |e: serde_json::Error| PlatformError::Store(e.to_string());
+    Ok((
+        serde_json::to_string(&tenant.spec).map_err(store)?,
+        serde_json::to_string(&tenant.labels).map_err(store)?,
+    ))
 }

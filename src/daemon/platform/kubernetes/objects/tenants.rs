@@ -48,7 +48,11 @@ pub fn crd() -> CustomResourceDefinition {
 
 /// The Tenant object a new tenant is written as.
 pub fn object(tenant: &StoredTenant) -> TenantObject {
-    TenantObject::new(&tenant.name, TenantObjectSpec(tenant.spec.clone()))
+    let mut object = TenantObject::new(&tenant.name, TenantObjectSpec(tenant.spec.clone()));
+    if !tenant.labels.is_empty() {
+        object.metadata.labels = Some(tenant.labels.clone());
+    }
+    object
 }
 
 /// The record a Tenant object reads as.
@@ -69,6 +73,7 @@ pub fn record(object: &TenantObject) -> PlatformResult<StoredTenant> {
             .map(|t| t.0.as_second())
             .unwrap_or(0),
         status: object.status.as_ref().map(|s| s.0.clone()),
+        labels: object.metadata.labels.clone().unwrap_or_default(),
     })
 }
 
@@ -107,6 +112,7 @@ mod tests {
             generation: 1,
             created: 0,
             status: None,
+            labels: [("sbx.io/apply-set".to_string(), "tenancy".to_string())].into(),
         };
         let wire = serde_json::to_value(object(&tenant)).unwrap();
         assert_eq!(wire["apiVersion"], "sbx.io/v1alpha1");
