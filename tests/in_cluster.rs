@@ -115,6 +115,29 @@ impl Scenario {
     }
 
     /// The Pods of a sandbox, from the API server.
+    /// The network stats the real node's kubelet reports for this scenario's Pods (through
+    /// the API server's node proxy, as the test cluster's admin), for a failure's message.
+    fn kubelet_network_stats(&self) -> String {
+        let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
+        let summary = in_cluster::kubectl(
+            &self.deployed.kubectl,
+            &[
+                "get",
+                "--raw",
+                &format!("/api/v1/nodes/{node}/proxy/stats/summary"),
+            ],
+        );
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap_or_default();
+        let pods: Vec<String> = summary["pods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["podRef"]["namespace"] == self.namespace.as_str())
+            .map(|p| format!("{} {}", p["podRef"]["name"], p["network"]))
+            .collect();
+        pods.join("; ")
+    }
+
     async fn pods(&self, name: &str) -> Vec<Pod> {
         let pods: Api<Pod> = Api::namespaced(cluster().await, &self.namespace);
         pods.list(&ListParams::default().labels(&format!("sbx.io/sandbox={name}")))
@@ -292,7 +315,9 @@ async fn egress_is_metered_from_the_kubelet() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "4 MiB sent, never metered: {found:?}; the replicas' logs:\n{}",
+            "4 MiB sent, never metered: {found:?}; the kubelet's stats of the namespace's Pods: \
+             {}; the replicas' logs:\n{}",
+            s.kubelet_network_stats(),
             s.deployed.logs()
         );
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -363,9 +363,10 @@ impl Deployed {
         .collect()
     }
 
-    /// The last lines each replica logged (for a failure's message).
+    /// What the replicas logged besides the requests they served (for a failure's message):
+    /// the last 60 such lines.
     pub fn logs(&self) -> String {
-        kubectl(
+        let all = kubectl(
             &self.kubectl,
             &[
                 "-n",
@@ -374,9 +375,14 @@ impl Deployed {
                 "-l",
                 "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
                 "--prefix",
-                "--tail=40",
+                "--tail=-1",
             ],
-        )
+        );
+        let lines: Vec<&str> = all
+            .lines()
+            .filter(|l| !l.contains("tower_http::trace"))
+            .collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
     }
 
     /// The names of the deployment's Pods now.

@@ -169,6 +169,8 @@ struct Accrual {
     at: Instant,
     /// Last egress counter per (namespace, sandbox), to turn it into increments.
     egress: HashMap<(String, String), u64>,
+    /// Whether the last read of the usage failed (logged when it starts and stops failing).
+    failing: bool,
 }
 
 /// The bytes a sandbox sent since the last accrual, from the counter sampled then (`before`)
@@ -244,6 +246,7 @@ impl Metering {
             accrual: tokio::sync::Mutex::new(Accrual {
                 at: Instant::now(),
                 egress: HashMap::new(),
+                failing: false,
             }),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(20))
@@ -282,8 +285,19 @@ impl Metering {
             self.drop_gone(now);
             return;
         }
-        let Ok(metering) = self.tenancy.metering().await else {
-            return;
+        let metering = match self.tenancy.metering().await {
+            Ok(metering) => {
+                if std::mem::take(&mut accrual.failing) {
+                    tracing::info!("usage is read again: metering goes on");
+                }
+                metering
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut accrual.failing, true) {
+                    tracing::warn!(error = %e, "cannot read what the sandboxes hold: usage is not accrued until it can");
+                }
+                return;
+            }
         };
         let owners: BTreeMap<String, String> = self
             .tenants

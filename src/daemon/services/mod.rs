@@ -1,5 +1,6 @@
 //! The service layer: validation and policy over the platform seam, independent of HTTP
 //! details and of which platform runs underneath.
+pub mod admission;
 pub mod bindings;
 pub mod files;
 pub mod images;

@@ -1,7 +1,7 @@
 //! Tenancy, written once for every platform: the tenant resource and its nine rules, who may
-//! reach which namespace (DESIGN.md §4), and the per-tenant lock that sandbox and snapshot
-//! creates take for their quota check (`quotas.rs`).
-use std::collections::{BTreeMap, HashMap};
+//! reach which namespace (DESIGN.md §4), and the quota admission of sandbox and snapshot
+//! creates (`admission.rs`, `quotas.rs`).
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,8 @@ use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{PlatformError, Reservation, StoredTenant, TenantStore};
-use crate::daemon::services::quotas::{Ask, check_quotas};
+use crate::daemon::services::admission::Admissions;
+use crate::daemon::services::quotas::Ask;
 use crate::daemon::services::sandboxes::SandboxService;
 use crate::shared::models::identity::Role;
 use crate::shared::models::node::NodeStorage;
@@ -86,8 +87,8 @@ pub struct TenantService {
     /// Every tenant, loaded on first use, reloaded by [`TenantService::status_loop`] and after
     /// each of this service's writes; a reload begun before another never replaces it.
     tenants: Mirror<Vec<StoredTenant>>,
-    /// One lock per tenant: quota checks and the creates they admit are serialized.
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Quota checks of creates, per tenant.
+    admissions: Admissions,
     /// Tenant writes, one at a time (rule 1 compares against the other tenants).
     writes: tokio::sync::Mutex<()>,
     /// When this replica last rewrote every tenant's status (it does while it leads).
@@ -97,11 +98,12 @@ pub struct TenantService {
 impl TenantService {
     /// A service over a platform.
     pub fn new(tenancy: Arc<dyn TenantStore>, mode: Mode) -> TenantService {
+        let admissions = Admissions::new(tenancy.clone());
         TenantService {
             tenancy,
             mode,
             tenants: Mirror::new(),
-            locks: Mutex::new(HashMap::new()),
+            admissions,
             writes: tokio::sync::Mutex::new(()),
             refreshed: Mutex::new(None),
         }
@@ -218,18 +220,11 @@ impl TenantService {
             .map(drop)
     }
 
-    fn lock_of(&self, tenant: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.locks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(tenant.to_string())
-            .or_default()
-            .clone()
-    }
-
-    /// Runs `create` under the tenant's lock after checking that `ask` (one more sandbox of
-    /// that size; `None`: a snapshot) fits the tenant's quotas: 403 `QuotaExceeded`
-    /// otherwise. Without an owning tenant, just runs `create`.
+    /// Runs `create` once `ask` (one more sandbox of that size; `None`: a snapshot) is
+    /// admitted against the tenant's quotas: 403 `QuotaExceeded` otherwise. Without an owning
+    /// tenant, just runs `create`. The check and the creates it admits hold the tenant's lock
+    /// (shared with the other replicas) until they end, so the next check sees what they made
+    /// (`admission.rs`: the creates waiting meanwhile are checked together).
     pub async fn admit<T, F>(
         &self,
         owner: Option<&Owner>,
@@ -242,22 +237,14 @@ impl TenantService {
         let Some(owner) = owner else {
             return create.await;
         };
-        let Some(quotas) = owner.spec.quotas.clone() else {
+        let Some(quotas) = owner.spec.quotas.as_ref() else {
             return create.await;
         };
-        let lock = self.lock_of(&owner.name);
-        let _held = lock.lock().await;
-        // Other replicas check the same quotas: the platform's shared lock (a Lease on
-        // Kubernetes) is held from the reading of the usage to the end of the create.
-        let shared = self.tenancy.lock_tenant(&owner.name).await?;
-        let outcome = async {
-            let used = self.tenancy.reservation(&owner.spec.namespaces).await?;
-            check_quotas(&owner.name, &quotas, &used, ask.as_ref())?;
-            create.await
-        }
-        .await;
-        shared.release().await;
-        outcome
+        let _admitted = self
+            .admissions
+            .admit(&owner.name, &owner.spec.namespaces, quotas, ask)
+            .await?;
+        create.await
     }
 
     /// A tenant's observed state now, from what its namespaces hold.

@@ -104,9 +104,13 @@ impl Kubelets {
     fn token(&self) -> Option<String> {
         match self.token.as_ref()? {
             Token::Fixed(t) => Some(t.clone()),
-            Token::File(path) => std::fs::read_to_string(path)
-                .ok()
-                .map(|t| t.trim().to_string()),
+            Token::File(path) => match std::fs::read_to_string(path) {
+                Ok(t) => Some(t.trim().to_string()),
+                Err(e) => {
+                    tracing::warn!(%path, error = %e, "cannot read the service account token: egress_bytes is not metered this time");
+                    None
+                }
+            },
         }
     }
 

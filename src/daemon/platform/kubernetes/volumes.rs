@@ -167,6 +167,8 @@ impl KubernetesPlatform {
                 PlatformError::NotFound(_) => not_found(namespace, name),
                 other => other,
             })?;
+        // Shown no more at once (`snapshots::shown`); gone once the snapshot controller has
+        // removed its finalizers, which is waited for a moment so that the name can be reused.
         self.snapshot_cache.settled(namespace, name, None).await;
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         match secrets
@@ -422,7 +424,7 @@ impl KubernetesPlatform {
                 .map(Arc::new),
         }
         .ok_or_else(|| not_found(namespace, name))?;
-        if snapshots::kind_of(&object).is_none() {
+        if !snapshots::shown(&object) {
             return Err(not_found(namespace, name));
         }
         Ok(object)
@@ -589,7 +591,7 @@ pub(super) fn snapshot_records(
     let now = crate::shared::timestamp::now_unix();
     let mut out: Vec<Snapshot> = objects
         .iter()
-        .filter(|o| snapshots::kind_of(o).is_some())
+        .filter(|o| snapshots::shown(o))
         .map(|o| snapshots::record(o, now))
         .filter(|s| sandbox.is_none_or(|want| s.source_sandbox == want))
         .filter(|s| kind.is_none_or(|want| s.kind == want))

@@ -192,6 +192,13 @@ pub fn kind_of(object: &DynamicObject) -> Option<SnapshotKind> {
     annotations_of(object).get(KIND)?.parse().ok()
 }
 
+/// Whether the object is a snapshot of sbx the API shows: one of sbx's kinds, not being
+/// deleted (a deleted VolumeSnapshot stays until the snapshot controller has removed its
+/// finalizers; for the API it is gone at the delete).
+pub fn shown(object: &DynamicObject) -> bool {
+    kind_of(object).is_some() && object.metadata.deletion_timestamp.is_none()
+}
+
 /// When the CSI driver cut the snapshot (`status.creationTime`), if it has.
 pub fn cut(object: &DynamicObject) -> Option<&str> {
     object.data["status"]["creationTime"].as_str()
