@@ -114,12 +114,11 @@ impl Scenario {
         (r.exit_code, r.stdout)
     }
 
-    /// The Pods of a sandbox, from the API server.
     /// The network stats the real node's kubelet reports for this scenario's Pods (through
     /// the API server's node proxy, as the test cluster's admin), for a failure's message.
     fn kubelet_network_stats(&self) -> String {
         let node = std::env::var("SBX_TEST_REAL_NODE").unwrap();
-        let summary = in_cluster::kubectl(
+        let summary = kubectl(
             &self.deployed.kubectl,
             &[
                 "get",
@@ -138,6 +137,7 @@ impl Scenario {
         pods.join("; ")
     }
 
+    /// The Pods of a sandbox, from the API server.
     async fn pods(&self, name: &str) -> Vec<Pod> {
         let pods: Api<Pod> = Api::namespaced(cluster().await, &self.namespace);
         pods.list(&ListParams::default().labels(&format!("sbx.io/sandbox={name}")))

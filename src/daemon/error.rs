@@ -7,7 +7,7 @@ use crate::daemon::platform::PlatformError;
 use crate::shared::envelope::{ErrorBody, ErrorCode, ErrorEnvelope};
 
 /// An error answered by a route.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ServiceError {
     /// Contract code (and through it, the HTTP status).

@@ -299,6 +299,17 @@ pub struct Reservation {
     pub snapshot_bytes: u64,
 }
 
+impl std::ops::AddAssign for Reservation {
+    fn add_assign(&mut self, other: Reservation) {
+        self.sandboxes += other.sandboxes;
+        self.cpu_millis += other.cpu_millis;
+        self.memory_bytes += other.memory_bytes;
+        self.disk_bytes += other.disk_bytes;
+        self.root_disk_bytes += other.root_disk_bytes;
+        self.snapshot_bytes += other.snapshot_bytes;
+    }
+}
+
 /// What one sandbox holds now, for metering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeterSample {

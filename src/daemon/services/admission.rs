@@ -13,7 +13,7 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::{Reservation, TenantStore};
+use crate::daemon::platform::TenantStore;
 use crate::daemon::services::quotas::{Ask, check_quotas};
 use crate::shared::models::tenant::TenantQuotas;
 
@@ -135,7 +135,7 @@ impl Admissions {
                 let (end, ended) = oneshot::channel();
                 if waiting.verdict.send(Ok(Admitted { _end: end })).is_ok() {
                     if let Some(ask) = &waiting.ask {
-                        add(&mut used, ask);
+                        used += ask.reservation();
                     }
                     ends.push(ended);
                 }
@@ -170,20 +170,8 @@ fn next_batch(waiting: &mut Vec<Waiting>) -> Vec<Waiting> {
 /// Answers every create of the batch with `error`.
 fn refuse(batch: Vec<Waiting>, error: ServiceError) {
     for waiting in batch {
-        let _ = waiting.verdict.send(Err(ServiceError {
-            code: error.code,
-            message: error.message.clone(),
-            internal: error.internal.clone(),
-        }));
+        let _ = waiting.verdict.send(Err(error.clone()));
     }
-}
-
-/// What an admitted sandbox will hold, added to the usage the next asks are checked against.
-fn add(used: &mut Reservation, ask: &Ask) {
-    used.sandboxes += 1;
-    used.cpu_millis += ask.cpu_millis.unwrap_or(0);
-    used.memory_bytes += ask.memory_bytes.unwrap_or(0);
-    used.disk_bytes += ask.disk_bytes.unwrap_or(0);
 }
 
 #[cfg(test)]

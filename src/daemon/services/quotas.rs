@@ -21,6 +21,19 @@ pub struct Ask {
     pub with_snapshot: bool,
 }
 
+impl Ask {
+    /// What the sandbox will hold once made, as the usage counts it.
+    pub fn reservation(&self) -> Reservation {
+        Reservation {
+            sandboxes: 1,
+            cpu_millis: self.cpu_millis.unwrap_or(0),
+            memory_bytes: self.memory_bytes.unwrap_or(0),
+            disk_bytes: self.disk_bytes.unwrap_or(0),
+            ..Reservation::default()
+        }
+    }
+}
+
 fn parse_quantity(text: &Option<String>) -> Option<Quantity> {
     text.as_deref().and_then(|t| Quantity::parse(t).ok())
 }

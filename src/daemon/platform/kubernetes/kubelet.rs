@@ -34,6 +34,8 @@ pub struct Kubelets {
     /// The nodes whose last read failed (logged once when they start failing and when they
     /// answer again, not at every accrual).
     failing: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Whether the token file could not be read last time (logged once, as a node's failure).
+    token_unreadable: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Deserialize)]
@@ -98,19 +100,28 @@ impl Kubelets {
             http,
             token,
             failing: Default::default(),
+            token_unreadable: Default::default(),
         }
     }
 
     fn token(&self) -> Option<String> {
         match self.token.as_ref()? {
             Token::Fixed(t) => Some(t.clone()),
-            Token::File(path) => match std::fs::read_to_string(path) {
-                Ok(t) => Some(t.trim().to_string()),
-                Err(e) => {
-                    tracing::warn!(%path, error = %e, "cannot read the service account token: egress_bytes is not metered this time");
-                    None
+            Token::File(path) => {
+                let read = std::fs::read_to_string(path);
+                let was = self
+                    .token_unreadable
+                    .swap(read.is_err(), std::sync::atomic::Ordering::Relaxed);
+                match read {
+                    Ok(t) => Some(t.trim().to_string()),
+                    Err(e) => {
+                        if !was {
+                            tracing::warn!(%path, error = %e, "cannot read the service account token: egress_bytes is not metered until it can be read");
+                        }
+                        None
+                    }
                 }
-            },
+            }
         }
     }
 

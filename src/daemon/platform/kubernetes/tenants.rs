@@ -268,19 +268,10 @@ impl TenantStore for KubernetesPlatform {
             futures_util::future::try_join_all(reads).await?
         {
             for d in deployments {
-                let size = objects::sandboxes::size(&d);
-                total.sandboxes += 1;
-                total.cpu_millis += size.cpu_millis;
-                total.memory_bytes += size.memory_bytes;
-                total.disk_bytes += size.disk_bytes;
-                total.root_disk_bytes += size.root_disk_bytes;
+                total += objects::sandboxes::size(&d);
             }
             for r in records {
-                let size = objects::sbxd::size(&r);
-                total.sandboxes += 1;
-                total.cpu_millis += size.cpu_millis;
-                total.memory_bytes += size.memory_bytes;
-                total.disk_bytes += size.disk_bytes;
+                total += objects::sbxd::size(&r);
             }
             for r in sbxd_snapshots {
                 total.snapshot_bytes += u64::try_from(r.spec.size_bytes).unwrap_or(0);
