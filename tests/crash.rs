@@ -10,6 +10,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
@@ -449,6 +450,10 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
     // Mounts under the data dir, sandbox dirs and cgroups: what a sandbox leaves while it
     // exists (the image store's id-mapped view is the daemon's own).
     let mut found = sbxd::leftovers(daemon, None);
+    // The pool's prepared containers are no sandbox's (`sbxd::leftovers` leaves them out
+    // too); `prepared_are_intact` checks them.
+    let prepared = sbxd::prepared_ids(data);
+    let of_sandbox = |id: &str| !prepared.iter().any(|p| p == id) && !id.starts_with('.');
     found.extend(sbxd::network_objects(net));
     let data_text = data.display().to_string();
     for dir in ["snapshot-layers", "checkpoints"] {
@@ -459,7 +464,12 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
         &["runc", "--root", &root.display().to_string(), "list", "-q"],
         None,
     );
-    found.extend(containers.lines().map(|c| format!("container {c}")));
+    found.extend(
+        containers
+            .lines()
+            .filter(|c| of_sandbox(c))
+            .map(|c| format!("container {c}")),
+    );
     for pid in entries(Path::new("/proc")).filter(|p| p.bytes().all(|b| b.is_ascii_digit())) {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let args: Vec<String> = cmdline
@@ -475,7 +485,9 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
                 .nth(1)
                 .cloned()
                 .unwrap_or_default();
-            found.push(format!("shim {id}"));
+            if of_sandbox(&id) {
+                found.push(format!("shim {id}"));
+            }
         }
     }
     found.extend(database_rows(&data.join("sbx.db")));
@@ -513,6 +525,41 @@ fn database_rows(path: &Path) -> Vec<String> {
         rows.extend(names.map(|n| format!("row {table} {n}")));
     }
     rows
+}
+
+/// The pool's prepared containers after a restart: each one whose creation finished is a
+/// created (never started) container, and there are no more than the pool keeps.
+fn prepared_are_intact(daemon: &Daemon, round: usize) {
+    let root = daemon.data_dir.join("runtime").join("runc");
+    let prepared = sbxd::prepared_ids(&daemon.data_dir);
+    // The default pool: 2 per shape, 4 shapes.
+    assert!(prepared.len() <= 8, "round {round}: {prepared:?}");
+    for id in prepared {
+        let marker = daemon
+            .data_dir
+            .join("sandboxes")
+            .join(&id)
+            .join("pool.json");
+        let Ok(marker) = std::fs::read(&marker) else {
+            continue;
+        };
+        let marker: serde_json::Value = serde_json::from_slice(&marker).expect("pool.json");
+        if marker["pid"].as_i64().unwrap_or(0) == 0 {
+            continue; // being prepared
+        }
+        let state = Command::new("runc")
+            .arg("--root")
+            .arg(&root)
+            .args(["state", &id])
+            .output()
+            .expect("runc state");
+        let state: serde_json::Value = serde_json::from_slice(&state.stdout).unwrap_or_default();
+        assert_eq!(
+            (state["status"].as_str(), state["pid"].as_i64()),
+            (Some("created"), marker["pid"].as_i64()),
+            "round {round}: prepared container {id}"
+        );
+    }
 }
 
 /// Waits (up to 30 s: network pieces of deleted sandboxes go in the background) until the
@@ -600,6 +647,7 @@ async fn kills_at_random_points_lose_nothing_and_leave_nothing() {
         check(&client, &mut model, round).await;
         clean(&daemon, &mut model).await;
         wait_for_inventory(&daemon, &net, &baseline, round).await;
+        prepared_are_intact(&daemon, round);
     }
 
     // The source and its snapshot go too: nothing at all is left.

@@ -1080,14 +1080,7 @@ async fn call(
 
 /// The sandbox directories the agent's sbxd runtime has on the real node (this host).
 fn agent_sandbox_dirs() -> Vec<String> {
-    std::fs::read_dir(in_cluster::agent_data_dir().join("sandboxes"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    common::sbxd::sandbox_ids(&in_cluster::agent_data_dir())
 }
 
 /// The `sbxd` backend on Kubernetes (issue 15, part 3): the sandbox is placed on the node whose

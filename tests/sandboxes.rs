@@ -76,13 +76,7 @@ fn api_status<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
 
 /// Ids of the sandboxes that exist on disk now.
 fn sandbox_ids(daemon: &Daemon) -> Vec<String> {
-    std::fs::read_dir(daemon.data_dir.join("sandboxes"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    sbxd::sandbox_ids(&daemon.data_dir)
 }
 
 fn assert_no_leftovers(daemon: &Daemon, ids: &[String]) {
@@ -1006,4 +1000,153 @@ fn the_cli_creates_execs_lists_and_deletes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("deleted demo"));
+}
+
+/// Waits (up to 60 s) until the daemon's pool holds `count` prepared containers; their ids.
+fn wait_prepared(daemon: &Daemon, count: usize) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let mut ids = sbxd::prepared_ids(&daemon.data_dir);
+        if ids.len() == count {
+            ids.sort();
+            return ids;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the pool never held {count} prepared containers: {ids:?}\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pool's claim counters on `/metrics`: (hits, misses).
+async fn pool_claims(daemon: &Daemon) -> (u64, u64) {
+    let text = daemon.scrape(&daemon.admin_token()).await;
+    let count = |outcome: &str| {
+        let series = format!("sbx_pool_claims_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    };
+    (count("hit"), count("miss"))
+}
+
+/// Sandboxes prepared ahead of requests (issue 18): a create of a shape asked for before
+/// gets a container the pool created beforehand, which is used once and carries nothing of
+/// another sandbox: not its files, name, address or egress rules. The pool survives a
+/// restart (its containers are taken over, not remade), is counted on `/metrics`, and is
+/// removed when turned off.
+#[tokio::test]
+async fn prepared_sandboxes_are_used_once_and_carry_nothing_of_another() {
+    let net = TestNet::new();
+    let (_config_dir, config) = sbxd::config_file(&net);
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config).unwrap() + "\n[runtime.pool]\nsize = 1\n",
+    )
+    .unwrap();
+    let daemon = Daemon::start_with(&["--config", &config]);
+    let client = daemon.admin();
+    let fetch = |addr: &str| {
+        format!(
+            "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {addr} {SERVER_PORT} 2>&1; echo rc=$?"
+        )
+    };
+
+    // The first create of a shape finds nothing prepared; the pool then prepares one.
+    let mut req = request("first");
+    req.egress_whitelist = Some(vec![]);
+    create_ready(&client, req).await;
+    assert_eq!(pool_claims(&daemon).await, (0, 1));
+    let prepared = wait_prepared(&daemon, 1);
+    let (_, out, _) = sh(&client, "first", "echo mine > /secret; hostname").await;
+    assert_eq!(out.trim(), "first");
+    let (_, out, _) = sh(&client, "first", &fetch(ALLOWED_ADDR)).await;
+    assert!(!out.contains("hello-from-ext"), "[] allows nothing: {out}");
+    client.delete_sandbox("first", "default").await.unwrap();
+
+    // The next create of that shape (egress is not part of it) starts the prepared one.
+    let second = create_ready(&client, request("second")).await;
+    assert_eq!(pool_claims(&daemon).await, (1, 1));
+    assert_eq!(
+        sandbox_ids(&daemon),
+        prepared,
+        "the prepared container is the sandbox"
+    );
+    let (code, out, _) = sh(
+        &client,
+        "second",
+        "hostname; cat /etc/hostname /etc/hosts; ls /secret 2>&1; ip -4 -o addr show eth0",
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[..2], ["second", "second"], "{out}");
+    let address = lines
+        .iter()
+        .find(|l| l.contains("eth0"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no eth0 address: {out}"));
+    assert!(
+        out.contains(&format!("{address}\tsecond")),
+        "/etc/hosts names its own address: {out}"
+    );
+    assert!(
+        !out.contains("first"),
+        "nothing of the first sandbox: {out}"
+    );
+    assert!(out.contains("No such file"), "{out}");
+    let (_, out, _) = sh(&client, "second", &fetch(ALLOWED_ADDR)).await;
+    assert!(
+        out.contains("hello-from-ext") && out.contains("rc=0"),
+        "no rule of the first sandbox applies: {out}"
+    );
+    assert_eq!(second.status, SandboxStatus::Running);
+    // Another shape (a different command) is not served by it.
+    let refill = wait_prepared(&daemon, 1);
+    let mut other = request("other");
+    other.cmd = Some(vec!["sleep".into(), "3600".into()]);
+    create_ready(&client, other).await;
+    assert_eq!(pool_claims(&daemon).await, (1, 2));
+    assert!(!sandbox_ids(&daemon).contains(&refill[0]));
+
+    // A restart takes the prepared containers over, the next claims hit them.
+    let prepared = wait_prepared(&daemon, 2);
+    let daemon = daemon.restart(&["--config", &config]);
+    let client = daemon.admin();
+    assert_eq!(sbxd::prepared_ids(&daemon.data_dir).len(), 2);
+    create_ready(&client, request("third")).await;
+    assert_eq!(pool_claims(&daemon).await, (1, 0));
+    let ids = sandbox_ids(&daemon);
+    assert!(
+        prepared.iter().any(|p| ids.contains(p)),
+        "{prepared:?} {ids:?}"
+    );
+
+    // Turned off, the pool's containers are removed; the sandboxes stay.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("size = 1", "size = 0"),
+    )
+    .unwrap();
+    let daemon = daemon.restart(&["--config", &config]);
+    let client = daemon.admin();
+    assert!(sbxd::prepared_ids(&daemon.data_dir).is_empty());
+    assert_eq!(
+        client.list_sandboxes(Some("default")).await.unwrap().len(),
+        3
+    );
+    let ids = sandbox_ids(&daemon);
+    client.delete_all_sandboxes("default").await.unwrap();
+    assert_no_leftovers(&daemon, &ids);
+    // (Cgroups are checked per id: other tests' sandboxes run meanwhile.)
+    let left: Vec<String> = sbxd::leftovers(&daemon, None)
+        .into_iter()
+        .filter(|l| l.starts_with("mount ") || l.starts_with("dir "))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

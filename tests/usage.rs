@@ -228,16 +228,7 @@ async fn usage_read_back_from_prometheus_matches_a_known_sandbox() {
     assert!(text.starts_with("TENANT"), "{text}");
     assert!(text.contains("meter"), "{text}");
     // The request metrics are there too.
-    let metrics = daemon
-        .http()
-        .get(format!("{}/metrics", daemon.url))
-        .header("x-api-key", &scraper)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.scrape(&scraper).await;
     assert!(
         metrics.contains(
             "sbx_http_requests_total{method=\"GET\",route=\"/api/v1/usage\",status=\"200\"}"

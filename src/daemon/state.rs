@@ -88,6 +88,7 @@ impl AppState {
             tenancy.clone(),
             tenants.clone(),
             config.metering.metrics_url.clone(),
+            |registry| platform.register_metrics(registry),
         ));
         let oidc = config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c)));
         let rate_limits = Arc::new(RateLimits::new(&config.rate_limit));

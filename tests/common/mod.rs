@@ -183,6 +183,19 @@ impl Daemon {
         reqwest::Client::new()
     }
 
+    /// The `/metrics` text, scraped with `key`.
+    pub async fn scrape(&self, key: &str) -> String {
+        self.http()
+            .get(format!("{}/metrics", self.url))
+            .header("x-api-key", key)
+            .send()
+            .await
+            .expect("scrape /metrics")
+            .text()
+            .await
+            .expect("the /metrics text")
+    }
+
     /// Sends SIGTERM and waits; returns whether the daemon exited successfully.
     pub fn stop(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {

@@ -221,30 +221,69 @@ pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
     std::fs::write(path, text).expect("write config");
 }
 
-/// What a sandbox leaves on the host while it exists; empty after a delete.
+/// The ids of the sandboxes under a data dir (the names of their dirs): without the
+/// containers the pool prepared ahead of requests, whose dirs carry `pool.json`.
+pub fn sandbox_ids(data_dir: &Path) -> Vec<String> {
+    let prepared = prepared_ids(data_dir);
+    dir_names(&data_dir.join("sandboxes"))
+        .into_iter()
+        .filter(|id| !id.starts_with('.') && !prepared.contains(id))
+        .collect()
+}
+
+/// The ids of the containers the daemon's pool prepared ahead of requests (not started,
+/// no sandbox's yet).
+pub fn prepared_ids(data_dir: &Path) -> Vec<String> {
+    let sandboxes = data_dir.join("sandboxes");
+    dir_names(&sandboxes)
+        .into_iter()
+        .filter(|id| sandboxes.join(id).join("pool.json").is_file())
+        .collect()
+}
+
+fn dir_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What a sandbox leaves on the host while it exists; empty after a delete. The pool's
+/// prepared containers are no sandbox's: [`prepared_ids`] (and dirs being made for them).
 pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
     let mut found = Vec::new();
     let data = daemon.data_dir.display().to_string();
+    let prepared = prepared_ids(&daemon.data_dir);
+    let sandboxes_dir = daemon.data_dir.join("sandboxes").display().to_string();
+    let of_prepared = |mp: &str| {
+        mp.strip_prefix(&sandboxes_dir)
+            .and_then(|rest| rest.trim_start_matches('/').split('/').next())
+            .is_some_and(|id| prepared.iter().any(|p| p == id) || id.starts_with('.'))
+    };
     if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         for line in info.lines() {
             if let Some(mp) = line.split(' ').nth(4) {
                 // The idmapped view of the image store is the daemon's, not a sandbox's.
-                if mp.starts_with(&data) && !mp.ends_with("/images-idmapped") {
+                if mp.starts_with(&data) && !mp.ends_with("/images-idmapped") && !of_prepared(mp) {
                     found.push(format!("mount {mp}"));
                 }
             }
         }
     }
-    if let Ok(entries) = std::fs::read_dir(daemon.data_dir.join("sandboxes")) {
-        for e in entries.flatten() {
-            found.push(format!("dir {}", e.path().display()));
-        }
+    for id in sandbox_ids(&daemon.data_dir) {
+        found.push(format!(
+            "dir {}",
+            daemon.data_dir.join("sandboxes").join(id).display()
+        ));
     }
     for hierarchy in ["memory", "cpu", "pids", "freezer"] {
         if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{hierarchy}/sbx")) {
             for e in entries.flatten().filter(|e| e.path().is_dir()) {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if id_hint.is_none_or(|h| h == name) {
+                if id_hint.is_none_or(|h| h == name) && !prepared.contains(&name) {
                     found.push(format!("cgroup {hierarchy}/sbx/{name}"));
                 }
             }

@@ -633,6 +633,9 @@ pub trait Platform:
 
     /// Finishes background work before the daemon exits (bounded; sandboxes keep running).
     async fn shutdown(&self) {}
+
+    /// Adds the platform's own series to `/metrics` (registered once, at start-up).
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }
 
 /// This host's node name: its hostname (as a kubelet names its node).

@@ -210,13 +210,16 @@ pub struct Metering {
 }
 
 impl Metering {
-    /// A meter over the platform; `metrics_url` is `metering.metricsUrl`.
+    /// A meter over the platform; `metrics_url` is `metering.metricsUrl`; `platform_series`
+    /// adds the platform's own series.
     pub fn new(
         tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         metrics_url: Option<String>,
+        platform_series: impl FnOnce(&mut Registry),
     ) -> Metering {
         let mut registry = Registry::with_prefix("sbx");
+        platform_series(&mut registry);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))

@@ -3,12 +3,14 @@
 mod checkpoint;
 mod exec;
 mod layers;
+pub mod pool;
 mod stream;
 mod teardown;
 
 pub use stream::StreamRequest;
 
 use checkpoint::set_hostname;
+use pool::{Pool, PoolConfig, PoolMetrics, Prepared};
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
@@ -64,6 +66,9 @@ pub struct RuntimeConfig {
     /// The CRIU binary used for warm fork (a name looked up in `PATH`, or a path).
     #[serde(default = "default_criu")]
     pub criu: PathBuf,
+    /// Sandboxes prepared ahead of requests (`[runtime.pool]`).
+    #[serde(default)]
+    pub pool: PoolConfig,
 }
 
 fn default_true() -> bool {
@@ -100,6 +105,7 @@ impl Default for RuntimeConfig {
             user_namespace: true,
             id_map_base: default_id_map_base(),
             criu: default_criu(),
+            pool: PoolConfig::default(),
         }
     }
 }
@@ -190,6 +196,8 @@ pub struct Sbxd {
     checkpoints_dir: PathBuf,
     /// Whether CRIU can serve warm forks here, or why not (found out on first use).
     criu_check: tokio::sync::OnceCell<Result<(), String>>,
+    /// Containers prepared ahead of creates.
+    pool: Pool,
 }
 
 /// Result of a started sandbox.
@@ -248,6 +256,7 @@ impl Sbxd {
         config: RuntimeConfig,
         network: NetworkConfig,
         images: Arc<ImageStore>,
+        pool_metrics: PoolMetrics,
     ) -> Result<Sbxd, RuntimeError> {
         let runc = Runc::new(
             config.oci_runtime,
@@ -293,6 +302,7 @@ impl Sbxd {
             .map_err(|e| RuntimeError::io("chmod the checkpoints dir", e))?;
         }
         Ok(Sbxd {
+            pool: Pool::new(config.pool.clone(), pool_metrics),
             checkpoints_dir,
             criu_check: tokio::sync::OnceCell::new(),
             id_map,
@@ -379,8 +389,140 @@ impl Sbxd {
         spec: &SandboxSpec,
         checkpoint: Option<&Path>,
     ) -> Result<Started, RuntimeError> {
+        if checkpoint.is_none() {
+            if let Some(prepared) = self.pool.take_claimed(&spec.id) {
+                return self.start_prepared(spec, prepared).await;
+            }
+        }
+        self.provision_fresh(spec, checkpoint).await
+    }
+
+    /// Every step of a create, or of a warm fork's restore.
+    async fn provision_fresh(
+        &self,
+        spec: &SandboxSpec,
+        checkpoint: Option<&Path>,
+    ) -> Result<Started, RuntimeError> {
         let mut phases = Phases::start();
         let image = self.images.ensure(&spec.image).await?;
+        let egress =
+            Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let network = self.network().await?;
+        let attachment = network.attachment(&spec.id, spec.slot)?;
+        let dir = self.dir(&spec.id);
+        mkdir_private(&dir)?;
+        let _ = std::fs::remove_file(self.exit_path(&spec.id));
+        // A prepared sandbox claimed before a crash is this sandbox's now.
+        let _ = std::fs::remove_file(dir.join(pool::MARKER));
+        self.make_container(
+            spec,
+            &image,
+            network.resolv_conf(),
+            Some(attachment.address),
+            &mut phases,
+        )
+        .await?;
+        // The host side of the network needs no process: it is made while the runtime
+        // creates the container, and plugged into the container's namespace after.
+        let (pid, attachment) = tokio::join!(
+            self.spawn_shim(spec, checkpoint),
+            self.prepare_network(network, spec, &egress)
+        );
+        let pid = pid?;
+        let attachment = attachment?;
+        phases.mark("create");
+        // A restored sandbox comes back with the source's eth0 (and address): replace it.
+        network
+            .plug(&attachment, Some(pid as u32), checkpoint.is_some())
+            .await?;
+        phases.mark("network");
+        if checkpoint.is_some() {
+            set_hostname(pid, &spec.name).await?;
+        } else {
+            self.runc.start(&spec.id).await?;
+        }
+        phases.mark("start");
+        tracing::debug!(sandbox = %spec.id, phases = %phases, "provisioned");
+        Ok(Started { pid })
+    }
+
+    /// Starts a claimed prepared container as the sandbox `spec`: its name, its network,
+    /// the runtime's start. One whose image reference names another image by now is
+    /// replaced by a fresh create.
+    async fn start_prepared(
+        &self,
+        spec: &SandboxSpec,
+        prepared: Prepared,
+    ) -> Result<Started, RuntimeError> {
+        let mut phases = Phases::start();
+        let image = self.images.ensure(&spec.image).await?;
+        let pid = prepared.pid;
+        if image.digest != prepared.image_digest || !process::alive(pid) {
+            tracing::info!(sandbox = %spec.id, "the prepared sandbox is out of date (its image changed or it died): creating afresh");
+            self.pool.discarded();
+            self.teardown_id(&spec.id, true).await?;
+            return self.provision_fresh(spec, None).await;
+        }
+        let dir = self.dir(&spec.id);
+        std::fs::remove_file(dir.join(pool::MARKER))
+            .map_err(|e| RuntimeError::io("claim a prepared sandbox", e))?;
+        let egress =
+            Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let network = self.network().await?;
+        let attachment = network.attachment(&spec.id, spec.slot)?;
+        // In place: the container has these files bind-mounted since its create.
+        write_etc_files(
+            &dir.join("etc"),
+            network.resolv_conf(),
+            Some(attachment.address),
+            &spec.name,
+        )?;
+        phases.mark("claim");
+        let (named, attachment) = tokio::join!(
+            set_hostname(pid, &spec.name),
+            self.prepare_network(network, spec, &egress)
+        );
+        named?;
+        let attachment = attachment?;
+        network.plug(&attachment, Some(pid as u32), false).await?;
+        phases.mark("network");
+        self.runc.start(&spec.id).await?;
+        phases.mark("start");
+        tracing::debug!(sandbox = %spec.id, phases = %phases, "provisioned from the pool");
+        Ok(Started { pid })
+    }
+
+    /// The host side of the sandbox's network (veth, addresses, rules), to be plugged into
+    /// its namespace.
+    async fn prepare_network(
+        &self,
+        network: &NetworkManager,
+        spec: &SandboxSpec,
+        egress: &Egress,
+    ) -> Result<network::Attachment, RuntimeError> {
+        match network.prepare(&spec.id, spec.slot, egress).await {
+            // The platform gives each slot to one sandbox at a time: whatever holds it is
+            // left over from a removal a crash or a failure cut short. A dirty slot is
+            // cleaned, never a failed sandbox.
+            Err(NetworkError::SlotInUse(slot)) => {
+                tracing::warn!(sandbox = %spec.id, slot, "the sandbox's network slot held objects no sandbox owns; removing them");
+                network.clear_slot(slot).await?;
+                Ok(network.prepare(&spec.id, spec.slot, egress).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// The container's files, up to its runtime config: `/etc` files (with `address` when
+    /// the sandbox has one yet), the root filesystem, the bundle. The sandbox dir exists.
+    async fn make_container(
+        &self,
+        spec: &SandboxSpec,
+        image: &Image,
+        resolv_conf: String,
+        address: Option<std::net::Ipv4Addr>,
+        phases: &mut Phases,
+    ) -> Result<(), RuntimeError> {
         let entrypoint = spec.entrypoint.as_ref().unwrap_or(&image.config.entrypoint);
         // As in Kubernetes: a new entrypoint drops the image's cmd unless cmd is given too.
         let cmd = match (&spec.entrypoint, &spec.cmd) {
@@ -396,32 +538,9 @@ impl Sbxd {
             )));
         }
         let dir = self.dir(&spec.id);
-        mkdir_private(&dir)?;
-        let _ = std::fs::remove_file(self.exit_path(&spec.id));
-        let egress =
-            Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
-        let network = self.network().await?;
-        let attachment = network.attachment(&spec.id, spec.slot)?;
-
         let etc = dir.join("etc");
         mkdir_private(&etc)?;
-        let files = [
-            ("resolv.conf", network.resolv_conf()),
-            (
-                "hosts",
-                format!(
-                    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n{}\t{}\n",
-                    attachment.address, spec.name
-                ),
-            ),
-            ("hostname", format!("{}\n", spec.name)),
-        ];
-        let mut etc_files = Vec::new();
-        for (name, content) in files {
-            let path = etc.join(name);
-            std::fs::write(&path, content).map_err(|e| RuntimeError::io("write /etc files", e))?;
-            etc_files.push((name.to_string(), path));
-        }
+        let etc_files = write_etc_files(&etc, resolv_conf, address, &spec.name)?;
         if let Some(map) = self.id_map {
             // The runtime sets up mounts as the sandbox's root, an unprivileged host id: it
             // needs its way into the sandbox dir (nobody else gets one).
@@ -438,7 +557,7 @@ impl Sbxd {
             Some(map) => Some((map.host_id(spec.uid), map.host_id(spec.gid))),
             None => (spec.uid != 0).then_some((spec.uid, spec.gid)),
         };
-        let mut lowers = self.image_lowers(&image).await?;
+        let mut lowers = self.image_lowers(image).await?;
         for layer in &spec.layers {
             let dir = self.layer_dir(layer);
             if !dir.is_dir() {
@@ -486,43 +605,10 @@ impl Sbxd {
             etc_files,
         };
         let oci = bundle::spec(&config)?;
-        let bundle_dir = dir.join("bundle");
         let json = serde_json::to_vec(&oci).map_err(|e| RuntimeError::Spec(e.to_string()))?;
-        write_private(&bundle_dir.join("config.json"), &json)?;
-
+        write_private(&dir.join("bundle").join("config.json"), &json)?;
         phases.mark("bundle");
-        // The host side of the network needs no process: it is made while the runtime
-        // creates the container, and plugged into the container's namespace after.
-        let prepare = async {
-            match network.prepare(&spec.id, spec.slot, &egress).await {
-                // The platform gives each slot to one sandbox at a time: whatever holds it is
-                // left over from a removal a crash or a failure cut short. A dirty slot is
-                // cleaned, never a failed sandbox.
-                Err(NetworkError::SlotInUse(slot)) => {
-                    tracing::warn!(sandbox = %spec.id, slot, "the sandbox's network slot held objects no sandbox owns; removing them");
-                    network.clear_slot(slot).await?;
-                    network.prepare(&spec.id, spec.slot, &egress).await
-                }
-                other => other,
-            }
-        };
-        let (pid, attachment) = tokio::join!(self.spawn_shim(spec, checkpoint), prepare);
-        let pid = pid?;
-        let attachment = attachment?;
-        phases.mark("create");
-        // A restored sandbox comes back with the source's eth0 (and address): replace it.
-        network
-            .plug(&attachment, Some(pid as u32), checkpoint.is_some())
-            .await?;
-        phases.mark("network");
-        if checkpoint.is_some() {
-            set_hostname(pid, &spec.name).await?;
-        } else {
-            self.runc.start(&spec.id).await?;
-        }
-        phases.mark("start");
-        tracing::debug!(sandbox = %spec.id, phases = %phases, "provisioned");
-        Ok(Started { pid })
+        Ok(())
     }
 
     /// The image's layer dirs as the sandbox's lower dirs: through the idmapped view of the
@@ -696,6 +782,33 @@ impl std::fmt::Display for Phases {
         }
         Ok(())
     }
+}
+
+/// Writes the sandbox's `/etc` files into `etc` (in place: a container bind-mounts them)
+/// and returns their names and paths. Without an address, `/etc/hosts` names the loopback
+/// only.
+fn write_etc_files(
+    etc: &Path,
+    resolv_conf: String,
+    address: Option<std::net::Ipv4Addr>,
+    name: &str,
+) -> Result<Vec<(String, PathBuf)>, RuntimeError> {
+    let mut hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n".to_string();
+    if let Some(address) = address {
+        hosts.push_str(&format!("{address}\t{name}\n"));
+    }
+    let files = [
+        ("resolv.conf", resolv_conf),
+        ("hosts", hosts),
+        ("hostname", format!("{name}\n")),
+    ];
+    let mut written = Vec::new();
+    for (file, content) in files {
+        let path = etc.join(file);
+        std::fs::write(&path, content).map_err(|e| RuntimeError::io("write /etc files", e))?;
+        written.push((file.to_string(), path));
+    }
+    Ok(written)
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), RuntimeError> {

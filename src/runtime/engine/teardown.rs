@@ -38,7 +38,15 @@ impl Sbxd {
         spec: &SandboxSpec,
         remove_files: bool,
     ) -> Result<(), RuntimeError> {
-        let id = spec.id.as_str();
+        self.teardown_id(&spec.id, remove_files).await
+    }
+
+    /// [`Sbxd::teardown_except_network`] by id.
+    pub(super) async fn teardown_id(
+        &self,
+        id: &str,
+        remove_files: bool,
+    ) -> Result<(), RuntimeError> {
         // Frozen processes cannot die: thaw first (a file read, not a runtime call).
         if cgroup::is_frozen(&cgroup::cgroups_path(id)) {
             let _ = self.resume(id).await;

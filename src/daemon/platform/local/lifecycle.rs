@@ -361,7 +361,12 @@ impl LocalSandboxes {
             )
         };
         if let Ok(containers) = self.sbxd.runc().list().await {
-            for c in containers.into_iter().filter(|c| !ids.contains(&c.id)) {
+            // The pool's prepared containers are no sandbox's and no orphans either.
+            let pool = self.sbxd.pool();
+            for c in containers
+                .into_iter()
+                .filter(|c| !ids.contains(&c.id) && !pool.owns(&c.id))
+            {
                 tracing::info!(container = %c.id, "removing an orphaned container");
                 let _ = self.sbxd.runc().delete(&c.id, true).await;
             }
@@ -369,7 +374,7 @@ impl LocalSandboxes {
         if let Ok(entries) = std::fs::read_dir(self.sbxd.sandboxes_dir()) {
             for entry in entries.flatten() {
                 let id = entry.file_name().to_string_lossy().into_owned();
-                if !ids.contains(&id) {
+                if !ids.contains(&id) && !self.sbxd.pool().owns(&id) {
                     tracing::info!(sandbox = %id, "removing files of an orphaned sandbox");
                     for mount in crate::runtime::overlay::mounts_under(&entry.path()) {
                         let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);

@@ -26,6 +26,7 @@ use crate::daemon::platform::{
 };
 use crate::runtime::engine::RuntimeConfig;
 use crate::runtime::engine::Sbxd;
+use crate::runtime::engine::pool::PoolMetrics;
 use crate::runtime::images::ImageStore;
 use crate::runtime::network::NetworkConfig;
 use crate::shared::models::identity::{ApiKey, Role, RoleBindings};
@@ -55,6 +56,8 @@ pub struct LocalPlatform {
     max_exec: Duration,
     disk_pool: PathBuf,
     node: String,
+    /// The series of the sbxd runtime's pool of prepared sandboxes.
+    pool_metrics: PoolMetrics,
 }
 
 /// What one sandbox of this spec reserves.
@@ -98,6 +101,7 @@ impl LocalPlatform {
             max_exec: Duration::from_secs(RuntimeConfig::default().max_exec_seconds),
             disk_pool: PathBuf::from(crate::runtime::storage::DEFAULT_DISK_POOL),
             node: super::host_node_name(),
+            pool_metrics: PoolMetrics::default(),
         })
     }
 
@@ -121,6 +125,7 @@ impl LocalPlatform {
             settings.runtime,
             settings.network,
             self.images.clone(),
+            self.pool_metrics.clone(),
         )
         .await
         {
@@ -201,6 +206,10 @@ impl Platform for LocalPlatform {
 
     fn images(&self) -> Option<Arc<dyn ImageBackend>> {
         Some(self.images.clone())
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.pool_metrics.register(registry);
     }
 }
 

@@ -16,6 +16,7 @@ use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::snapshots::SnapshotRecord;
 use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, SandboxBackend};
 use crate::runtime::RuntimeError;
+use crate::runtime::engine::pool::Shape;
 use crate::runtime::engine::{SandboxSpec, Sbxd};
 use crate::shared::duration::format_age;
 use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
@@ -182,8 +183,17 @@ impl LocalSandboxes {
             layers_lock: Mutex::new(()),
             activity: StdMutex::new(activity),
         });
+        let ids: HashSet<String> = manager
+            .records
+            .read()
+            .await
+            .values()
+            .map(|r| r.spec.id.clone())
+            .collect();
+        manager.sbxd.adopt_pool(&ids).await;
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());
+        tokio::spawn(manager.sbxd.clone().run_pool());
         Ok(manager)
     }
 
@@ -355,14 +365,26 @@ impl LocalSandboxes {
                 pid: None,
             };
             let mut record = record;
-            self.touch(&record.spec.id);
             if let Some(reason) = self.unschedulable(&record.spec) {
                 record.error_message = reason;
             }
+            // A container prepared in this sandbox's shape, if the pool has one: its id is
+            // the sandbox's.
+            let claimed = match Shape::of(&record.spec) {
+                Some(shape) if checkpoint.is_none() && record.error_message.is_empty() => {
+                    self.sbxd.pool().claim(&shape)
+                }
+                _ => None,
+            };
+            if let Some(id) = &claimed {
+                record.spec.id = id.clone();
+            }
+            self.touch(&record.spec.id);
             let row = record.clone();
             let spec_json = serde_json::to_string(&row.spec)
                 .map_err(|e| PlatformError::Store(e.to_string()))?;
-            self.db
+            let stored = self
+                .db
                 .call(move |conn| {
                     conn.execute(
                         "INSERT INTO sandboxes (id, namespace, name, image, backend, status, \
@@ -382,7 +404,13 @@ impl LocalSandboxes {
                     )
                     .map(drop)
                 })
-                .await?;
+                .await;
+            if let Err(e) = stored {
+                if let Some(id) = &claimed {
+                    self.sbxd.pool().unclaim(id);
+                }
+                return Err(e);
+            }
             records.insert(key, record.clone());
             self.version.fetch_add(1, Ordering::SeqCst);
             record
