@@ -1002,12 +1002,20 @@ fn the_cli_creates_execs_lists_and_deletes() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("deleted demo"));
 }
 
-/// Waits (up to 60 s) until the daemon's pool holds `count` prepared containers; their ids.
+/// Waits (up to 60 s) until the daemon's pool holds `count` prepared containers, all of them
+/// made (their marker has the container's pid); their ids.
 fn wait_prepared(daemon: &Daemon, count: usize) -> Vec<String> {
     let started = Instant::now();
+    let made = |id: &String| {
+        let marker = daemon.data_dir.join("sandboxes").join(id).join("pool.json");
+        std::fs::read(marker)
+            .ok()
+            .and_then(|m| serde_json::from_slice::<Value>(&m).ok())
+            .is_some_and(|m| m["pid"].as_i64().unwrap_or(0) > 0)
+    };
     loop {
         let mut ids = sbxd::prepared_ids(&daemon.data_dir);
-        if ids.len() == count {
+        if ids.len() == count && ids.iter().all(made) {
             ids.sort();
             return ids;
         }

@@ -220,9 +220,11 @@ patches:
         ],
     );
     // The agent's sandboxes are routed through a namespace of this test process; it and the
-    // agent's data dir go when the process exits (the tests delete their sandboxes).
+    // agent's data dir go when the process exits (the tests delete their sandboxes; the
+    // containers the agent's pool prepared ahead of requests are removed with the dir).
     let router = agent_router_netns();
     extern "C" fn remove_agent_leftovers() {
+        super::reap_sandboxes(&agent_data_dir());
         let _ = Command::new("ip")
             .args(["netns", "del", &agent_router_netns()])
             .output();

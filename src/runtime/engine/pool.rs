@@ -36,6 +36,11 @@ pub const MARKER: &str = "pool.json";
 /// How long a shape whose preparation failed is left alone.
 const FAILED_BACKOFF: Duration = Duration::from_secs(30);
 
+/// How long the pool stays quiet after a claim before it prepares again: a sandbox is often
+/// used right after its create (an exec), and a preparation (a runtime `create`, ~30 ms of
+/// CPU) would compete with that; in a burst of creates, the refill comes after the burst.
+const QUIET_AFTER_CLAIM: Duration = Duration::from_millis(100);
+
 /// Pool settings (config file section `[runtime.pool]`, camelCase keys).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -207,6 +212,8 @@ struct State {
     failed: HashMap<Shape, Instant>,
     /// Entries to remove (no longer wanted).
     unwanted: Vec<Prepared>,
+    /// When the last claim came.
+    last_claim: Option<Instant>,
 }
 
 impl State {
@@ -254,8 +261,10 @@ impl Pool {
             return None;
         }
         let mut state = self.lock();
+        let now = Instant::now();
+        state.last_claim = Some(now);
         state.wanted.retain(|(s, _)| s != shape);
-        state.wanted.insert(0, (shape.clone(), Instant::now()));
+        state.wanted.insert(0, (shape.clone(), now));
         let claimed = state.ready.get_mut(shape).and_then(Vec::pop);
         let id = claimed.map(|entry| {
             let id = entry.id.clone();
@@ -401,6 +410,13 @@ impl Pool {
         Some((shape, id))
     }
 
+    /// How much longer the pool stays quiet after the last claim.
+    pub(super) fn quiet_for(&self, now: Instant) -> Duration {
+        self.lock().last_claim.map_or(Duration::ZERO, |at| {
+            QUIET_AFTER_CLAIM.saturating_sub(now.duration_since(at))
+        })
+    }
+
     /// How many entries are ready (all shapes).
     pub fn ready_count(&self) -> usize {
         self.lock().ready.values().map(Vec::len).sum()
@@ -468,6 +484,11 @@ impl Sbxd {
                     tracing::warn!(prepared = %entry.id, error = %e, "removing a prepared sandbox");
                 }
                 self.pool.removed(&entry.id);
+            }
+            let quiet = self.pool.quiet_for(Instant::now());
+            if !quiet.is_zero() {
+                tokio::time::sleep(quiet).await;
+                continue;
             }
             let new_id = || format!("{:010x}", rand_u64() & 0xff_ffff_ffff);
             match self.pool.next(Instant::now(), new_id) {
@@ -646,6 +667,15 @@ mod tests {
             pool.next(Instant::now() + FAILED_BACKOFF, || "p2".into())
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_pool_stays_quiet_right_after_a_claim() {
+        let pool = pool(1, 4);
+        assert!(pool.quiet_for(Instant::now()).is_zero(), "no claim yet");
+        pool.claim(&shape("a"));
+        assert!(!pool.quiet_for(Instant::now()).is_zero());
+        assert!(pool.quiet_for(Instant::now() + QUIET_AFTER_CLAIM).is_zero());
     }
 
     #[test]
