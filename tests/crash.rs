@@ -450,10 +450,6 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
     // Mounts under the data dir, sandbox dirs and cgroups: what a sandbox leaves while it
     // exists (the image store's id-mapped view is the daemon's own).
     let mut found = sbxd::leftovers(daemon, None);
-    // The pool's prepared containers are no sandbox's (`sbxd::leftovers` leaves them out
-    // too); `prepared_are_intact` checks them.
-    let prepared = sbxd::prepared_ids(data);
-    let of_sandbox = |id: &str| !prepared.iter().any(|p| p == id) && !id.starts_with('.');
     found.extend(sbxd::network_objects(net));
     let data_text = data.display().to_string();
     for dir in ["snapshot-layers", "checkpoints"] {
@@ -464,12 +460,13 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
         &["runc", "--root", &root.display().to_string(), "list", "-q"],
         None,
     );
-    found.extend(
-        containers
-            .lines()
-            .filter(|c| of_sandbox(c))
-            .map(|c| format!("container {c}")),
-    );
+    // Runtime containers and shims by id, the pool's prepared ones left out after the scan
+    // (`prepared_are_intact` checks them): a prepared container's marker comes before its
+    // container and shim, so none slips in between.
+    let mut by_id: Vec<(String, String)> = containers
+        .lines()
+        .map(|c| (format!("container {c}"), c.to_string()))
+        .collect();
     for pid in entries(Path::new("/proc")).filter(|p| p.bytes().all(|b| b.is_ascii_digit())) {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let args: Vec<String> = cmdline
@@ -485,11 +482,16 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
                 .nth(1)
                 .cloned()
                 .unwrap_or_default();
-            if of_sandbox(&id) {
-                found.push(format!("shim {id}"));
-            }
+            by_id.push((format!("shim {id}"), id));
         }
     }
+    let prepared = sbxd::prepared_ids(data);
+    found.extend(
+        by_id
+            .into_iter()
+            .filter(|(_, id)| !prepared.contains(id) && !id.starts_with('.'))
+            .map(|(line, _)| line),
+    );
     found.extend(database_rows(&data.join("sbx.db")));
     found.sort();
     found

@@ -224,9 +224,10 @@ pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
 /// The ids of the sandboxes under a data dir (the names of their dirs): without the
 /// containers the pool prepared ahead of requests, whose dirs carry `pool.json`.
 pub fn sandbox_ids(data_dir: &Path) -> Vec<String> {
+    // The markers are read after the dirs: a prepared container's dir appears with its marker.
+    let dirs = dir_names(&data_dir.join("sandboxes"));
     let prepared = prepared_ids(data_dir);
-    dir_names(&data_dir.join("sandboxes"))
-        .into_iter()
+    dirs.into_iter()
         .filter(|id| !id.starts_with('.') && !prepared.contains(id))
         .collect()
 }
@@ -253,42 +254,50 @@ fn dir_names(dir: &Path) -> Vec<String> {
 
 /// What a sandbox leaves on the host while it exists; empty after a delete. The pool's
 /// prepared containers are no sandbox's: [`prepared_ids`] (and dirs being made for them).
+/// They are read after the rest: everything of a prepared container appears after its
+/// marker, so that none of it can slip in between.
 pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
-    let mut found = Vec::new();
+    let mut found: Vec<(String, Option<String>)> = Vec::new();
     let data = daemon.data_dir.display().to_string();
-    let prepared = prepared_ids(&daemon.data_dir);
     let sandboxes_dir = daemon.data_dir.join("sandboxes").display().to_string();
-    let of_prepared = |mp: &str| {
-        mp.strip_prefix(&sandboxes_dir)
+    let id_under = |path: &str| {
+        path.strip_prefix(&sandboxes_dir)
             .and_then(|rest| rest.trim_start_matches('/').split('/').next())
-            .is_some_and(|id| prepared.iter().any(|p| p == id) || id.starts_with('.'))
+            .map(str::to_string)
     };
     if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         for line in info.lines() {
             if let Some(mp) = line.split(' ').nth(4) {
                 // The idmapped view of the image store is the daemon's, not a sandbox's.
-                if mp.starts_with(&data) && !mp.ends_with("/images-idmapped") && !of_prepared(mp) {
-                    found.push(format!("mount {mp}"));
+                if mp.starts_with(&data) && !mp.ends_with("/images-idmapped") {
+                    found.push((format!("mount {mp}"), id_under(mp)));
                 }
             }
         }
     }
-    for id in sandbox_ids(&daemon.data_dir) {
-        found.push(format!(
-            "dir {}",
-            daemon.data_dir.join("sandboxes").join(id).display()
-        ));
+    for id in dir_names(&daemon.data_dir.join("sandboxes")) {
+        let path = daemon.data_dir.join("sandboxes").join(&id);
+        found.push((format!("dir {}", path.display()), Some(id)));
     }
     for hierarchy in ["memory", "cpu", "pids", "freezer"] {
         if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{hierarchy}/sbx")) {
             for e in entries.flatten().filter(|e| e.path().is_dir()) {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if id_hint.is_none_or(|h| h == name) && !prepared.contains(&name) {
-                    found.push(format!("cgroup {hierarchy}/sbx/{name}"));
+                if id_hint.is_none_or(|h| h == name) {
+                    found.push((format!("cgroup {hierarchy}/sbx/{name}"), Some(name)));
                 }
             }
         }
     }
+    let prepared = prepared_ids(&daemon.data_dir);
+    let mut found: Vec<String> = found
+        .into_iter()
+        .filter(|(_, id)| {
+            id.as_ref()
+                .is_none_or(|id| !id.starts_with('.') && !prepared.contains(id))
+        })
+        .map(|(line, _)| line)
+        .collect();
     if let Some(id) = id_hint {
         if let Ok(entries) = std::fs::read_dir("/run/netns") {
             for e in entries.flatten() {
