@@ -79,13 +79,24 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
     )
 }
 
-/// An object as the cache keeps it: without `managedFields`.
-fn trimmed<K: Resource>(mut object: K) -> Arc<K> {
+/// What a cache keeps of an object of its kind: never its `managedFields`; a kind whose
+/// cached objects are read in a few fields only keeps those (the impl names the readers). A
+/// reader that needs another field of such a kind reads the API server, or adds the field.
+pub trait Kept: Resource {
+    /// Drops the fields no reader of the cache uses.
+    fn keep_read_fields(&mut self) {}
+}
+
+impl Kept for kube::api::DynamicObject {}
+
+/// An object as the cache keeps it.
+fn trimmed<K: Kept>(mut object: K) -> Arc<K> {
     object.meta_mut().managed_fields = None;
+    object.keep_read_fields();
     Arc::new(object)
 }
 
-fn insert<K: Resource>(objects: &mut Objects<K>, object: K) {
+fn insert<K: Kept>(objects: &mut Objects<K>, object: K) {
     let (namespace, name) = key_of(&object);
     objects
         .entry(namespace)
@@ -103,7 +114,7 @@ pub struct Cache<K> {
 
 impl<K> Cache<K>
 where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: Kept + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
     /// Starts watching `api` for objects with `labels` (of any resource: the type of `api`
     /// says which).

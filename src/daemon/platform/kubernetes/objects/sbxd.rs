@@ -129,6 +129,10 @@ pub fn snapshot_crd() -> CustomResourceDefinition {
 }
 
 /// The record of a snapshot an agent on `node` reports.
+/// The agents' records are small and read whole: cached whole.
+impl crate::daemon::platform::kubernetes::cache::Kept for SbxdSandboxObject {}
+impl crate::daemon::platform::kubernetes::cache::Kept for SbxdSnapshotObject {}
+
 pub fn snapshot_object(snapshot: &Snapshot, node: &str) -> SbxdSnapshotObject {
     let mut object = SbxdSnapshotObject::new(
         &snapshot.name,
