@@ -73,6 +73,16 @@ pub struct AgentArgs {
     )]
     pub oci_runtime: String,
 
+    /// Sandboxes kept prepared ahead of creates, per shape (image, command, limits) asked
+    /// for recently; 0 turns the pool off
+    #[arg(
+        long,
+        env = "SBX_AGENT_PREPARED",
+        default_value_t = crate::runtime::engine::pool::PoolConfig::default().size,
+        value_name = "N"
+    )]
+    pub prepared: usize,
+
     /// Address pool of the sandboxes (each gets a /30)
     #[arg(
         long,
@@ -210,6 +220,10 @@ fn runtime_setup(
         settings: RuntimeSettings {
             runtime: RuntimeConfig {
                 oci_runtime,
+                pool: crate::runtime::engine::pool::PoolConfig {
+                    size: args.prepared,
+                    ..Default::default()
+                },
                 ..RuntimeConfig::default()
             },
             network: NetworkConfig {
