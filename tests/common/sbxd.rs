@@ -260,10 +260,22 @@ pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
     let mut found: Vec<(String, Option<String>)> = Vec::new();
     let data = daemon.data_dir.display().to_string();
     let sandboxes_dir = daemon.data_dir.join("sandboxes").display().to_string();
+    let runtime_dir = daemon.data_dir.join("runtime").display().to_string();
+    // The container a mount belongs to: `sandboxes/<id>/…`, or `runtime/<runc|crun>/<id>/…`
+    // (the runtime's own mounts while it creates a container).
     let id_under = |path: &str| {
-        path.strip_prefix(&sandboxes_dir)
-            .and_then(|rest| rest.trim_start_matches('/').split('/').next())
-            .map(str::to_string)
+        let first = |rest: &str| {
+            rest.trim_start_matches('/')
+                .split('/')
+                .next()
+                .map(str::to_string)
+        };
+        match path.strip_prefix(&sandboxes_dir) {
+            Some(rest) => first(rest),
+            None => path
+                .strip_prefix(&runtime_dir)
+                .and_then(|rest| first(rest.trim_start_matches('/').split_once('/')?.1)),
+        }
     };
     if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         for line in info.lines() {
