@@ -27,7 +27,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
-use super::{Phases, RuntimeError, SandboxSpec, Sbxd, mkdir_private, rand_u64, write_private};
+use super::provision::Phases;
+use super::{RuntimeError, SandboxSpec, Sbxd, mkdir_private, rand_u64, write_private};
 use crate::runtime::process;
 
 /// The marker of a prepared sandbox's directory.

@@ -1,5 +1,6 @@
 //! The local platform (embedded default): state in SQLite under the data dir, sandboxes on
 //! this host through the sbxd runtime.
+mod backend;
 mod db;
 mod exec;
 mod identity;

@@ -6,21 +6,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use rusqlite::params;
 use tokio::sync::{Mutex, RwLock, watch};
 
-use super::LocalPlatform;
-use super::exec::check_container;
 use crate::daemon::platform::local::db::Db;
 use crate::daemon::platform::local::snapshots::SnapshotRecord;
-use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult, SandboxBackend};
+use crate::daemon::platform::{NewSandbox, PlatformError, PlatformResult};
 use crate::runtime::RuntimeError;
 use crate::runtime::engine::pool::Shape;
 use crate::runtime::engine::{SandboxSpec, Sbxd};
 use crate::shared::duration::format_age;
-use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
-use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
+use crate::shared::models::sandbox::{Sandbox, SandboxMetrics, SandboxStatus};
 use crate::shared::quantity::{format_cpu_millis, format_mebibytes};
 use crate::shared::timestamp::now_unix;
 
@@ -687,128 +683,5 @@ impl LocalSandboxes {
                 })
             })
             .collect()
-    }
-}
-
-/// The embedded default's sandbox seam, over the manager above.
-#[async_trait]
-impl SandboxBackend for LocalPlatform {
-    fn backends(&self) -> &'static [&'static str] {
-        &[super::BACKEND]
-    }
-
-    async fn create_sandbox(&self, new: NewSandbox) -> PlatformResult<()> {
-        self.sandboxes()?.create(new).await
-    }
-
-    async fn list_sandboxes(&self, namespace: Option<&str>) -> PlatformResult<Vec<Sandbox>> {
-        Ok(self.sandboxes()?.list(namespace).await)
-    }
-
-    fn sandboxes_version(&self) -> Option<u64> {
-        self.sandboxes().ok().map(|s| s.version())
-    }
-
-    async fn get_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<Sandbox> {
-        self.sandboxes()?.get(namespace, name).await
-    }
-
-    async fn delete_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.delete(namespace, name).await
-    }
-
-    async fn exec_sandbox(
-        &self,
-        namespace: &str,
-        name: &str,
-        command: &str,
-        timeout: Duration,
-    ) -> PlatformResult<ExecResponse> {
-        self.sandboxes()?
-            .exec(namespace, name, command, timeout)
-            .await
-    }
-
-    async fn exec_stream(
-        &self,
-        namespace: &str,
-        name: &str,
-        request: &ExecStreamQuery,
-    ) -> PlatformResult<ExecSession> {
-        let request = crate::runtime::engine::StreamRequest {
-            command: request.command.clone().unwrap_or_default(),
-            tty: request.tty,
-            stdin: request.stdin,
-            size: request.size(),
-        };
-        self.sandboxes()?
-            .exec_stream(namespace, name, &request)
-            .await
-    }
-
-    async fn sandbox_logs(
-        &self,
-        namespace: &str,
-        name: &str,
-        container: &str,
-        tail: usize,
-        since_secs: u64,
-    ) -> PlatformResult<String> {
-        check_container(name, container)?;
-        self.sandboxes()?
-            .logs(namespace, name, tail, since_secs)
-            .await
-    }
-
-    async fn follow_logs(
-        &self,
-        namespace: &str,
-        name: &str,
-        container: &str,
-        tail: usize,
-        since_secs: u64,
-    ) -> PlatformResult<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
-        check_container(name, container)?;
-        self.sandboxes()?
-            .follow_logs(namespace, name, tail, since_secs)
-            .await
-    }
-
-    async fn pause_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.pause(namespace, name).await
-    }
-
-    async fn resume_sandbox(&self, namespace: &str, name: &str) -> PlatformResult<()> {
-        self.sandboxes()?.resume(namespace, name).await
-    }
-
-    async fn sandbox_metrics(
-        &self,
-        namespace: Option<&str>,
-    ) -> PlatformResult<Vec<SandboxMetrics>> {
-        Ok(self.sandboxes()?.metrics(namespace).await)
-    }
-
-    async fn set_lifetime(
-        &self,
-        namespace: &str,
-        name: &str,
-        lifetime: crate::daemon::platform::Lifetime,
-    ) -> PlatformResult<()> {
-        self.sandboxes()?
-            .set_lifetime(namespace, name, lifetime)
-            .await
-    }
-
-    async fn touch_sandbox(&self, namespace: &str, name: &str) {
-        if let Ok(sandboxes) = self.sandboxes() {
-            if let Ok(record) = sandboxes.record(namespace, name).await {
-                sandboxes.touch(&record.spec.id);
-            }
-        }
-    }
-
-    fn max_exec_timeout(&self) -> Duration {
-        self.max_exec
     }
 }

@@ -2,6 +2,7 @@
 //! Secrets, NetworkPolicies (`sandboxes`) and VolumeSnapshots (`snapshots`) — with the labels
 //! and annotations they carry. No API calls here: what is written and read is built and
 //! parsed here, and tested without a cluster.
+mod kept;
 pub mod names;
 pub mod sandboxes;
 pub mod sbxd;
