@@ -81,6 +81,10 @@ pub fn is_frozen(cgroups_path: &str) -> bool {
 /// Longest wait for the kernel to report a cgroup frozen or thawed.
 const FREEZE_PATIENCE: Duration = Duration::from_secs(5);
 
+/// On cgroup v1, tries (~0.2 ms apart) after which a freeze still FREEZING is thawed and
+/// started anew.
+const THAW_EVERY: u32 = 50;
+
 /// Freezes or thaws the sandbox's cgroup as `runc pause`/`resume` do (v2 `cgroup.freeze`, v1
 /// `freezer.state`; the runtime reads the state back from the same file), without starting
 /// the runtime (~4 ms of Go start-up for ~0.1 ms of work); returns once the kernel reports the
@@ -106,27 +110,66 @@ pub async fn set_frozen(cgroups_path: &str, frozen: bool) -> std::io::Result<()>
         Some(_) => text.lines().any(|l| l.trim() == format!("frozen {value}")),
         None => text.trim() == value,
     };
+    let v1 = write_to == read_from;
+    let mut round = 0u32;
     loop {
-        // Written again on every round, as runc does: a v1 freeze can stall in FREEZING
-        // while tasks fork, and a new write makes the kernel try again.
+        // On v1, thawed now and then and frozen anew, as runc does: its maintainers found a
+        // v1 freeze that stalls in FREEZING (tasks that appear while it runs, a slow
+        // machine) completes after a thaw, while writing FROZEN again is not always enough.
+        if v1 && frozen && round > 0 && round % THAW_EVERY == 0 {
+            std::fs::write(&write_to, "THAWED")?;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        round += 1;
         std::fs::write(&write_to, value)?;
         if reached(&std::fs::read_to_string(&read_from)?) {
             return Ok(());
         }
         if Instant::now() >= deadline {
+            // What the tasks were doing says why; read before the thaw changes it.
+            let tasks =
+                task_states(&read_from.with_file_name(if v1 { "tasks" } else { "cgroup.threads" }));
             if frozen {
-                let thaw = if write_to == read_from { "THAWED" } else { "0" };
-                let _ = std::fs::write(&write_to, thaw);
+                let _ = std::fs::write(&write_to, if v1 { "THAWED" } else { "0" });
             }
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
-                    "cgroup {cgroups_path} not {} after {FREEZE_PATIENCE:?}",
+                    "cgroup {cgroups_path} not {} after {FREEZE_PATIENCE:?} ({round} tries); its tasks: {tasks}",
                     if frozen { "frozen" } else { "thawed" }
                 ),
             ));
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+}
+
+/// The first tasks listed in `list` (a cgroup's `tasks` or `cgroup.threads`) as `tid name
+/// state wchan`, for an error that says what a freeze waited for.
+fn task_states(list: &Path) -> String {
+    let text = std::fs::read_to_string(list).unwrap_or_default();
+    let described: Vec<String> = text
+        .lines()
+        .take(8)
+        .map(|tid| {
+            let tid = tid.trim();
+            let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap_or_default();
+            // `pid (comm) state ...`: the name may hold spaces and parentheses.
+            let (name, state) = match (stat.find('('), stat.rfind(')')) {
+                (Some(open), Some(close)) if open < close => (
+                    &stat[open + 1..close],
+                    stat[close + 1..].split_whitespace().next().unwrap_or("?"),
+                ),
+                _ => ("?", "?"),
+            };
+            let wchan = std::fs::read_to_string(format!("/proc/{tid}/wchan")).unwrap_or_default();
+            format!("{tid} {name} {state} {}", wchan.trim())
+        })
+        .collect();
+    if described.is_empty() {
+        "none".to_string()
+    } else {
+        described.join(", ")
     }
 }
 

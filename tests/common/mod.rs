@@ -249,7 +249,18 @@ impl Drop for Daemon {
         }
         // Every daemon of the suite: no API token (`<16 hex>_<64 hex>`, the bootstrap admin's
         // and every minted one) in its log or its audit trail.
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            // The test failed: what the daemon said went wrong is the first thing to read.
+            let log = self.log.lock().unwrap();
+            let notable: Vec<&str> = log
+                .iter()
+                .map(String::as_str)
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            if !notable.is_empty() {
+                eprintln!("the daemon's warnings and errors:\n{}", notable.join("\n"));
+            }
+        } else {
             let audit =
                 std::fs::read_to_string(self.data_dir.join("audit.jsonl")).unwrap_or_default();
             let log = self.log.lock().unwrap();
