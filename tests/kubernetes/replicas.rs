@@ -65,10 +65,29 @@ async fn quotas_hold_across_replicas() {
     assert!(
         lease
             .spec
-            .and_then(|s| s.holder_identity)
-            .is_none_or(|h| h.is_empty()),
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            .is_none_or(str::is_empty),
         "the quota Lease is still held"
     );
+    // It records how far the releasing replica's watch caches were, every Deployment made
+    // under it included: the next check reads the usage from its own caches once they are
+    // there too.
+    let writes = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("sbx.io/quota-writes"))
+        .expect("the quota Lease records the writes made under it");
+    let recorded: u64 = writes
+        .split(',')
+        .find_map(|part| part.strip_prefix("deployments="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{writes}"));
+    for d in deployments.list(&Default::default()).await.unwrap().items {
+        let version: u64 = d.metadata.resource_version.unwrap().parse().unwrap();
+        assert!(version <= recorded, "{writes}: a Deployment at {version}");
+    }
     // Network limits: the bandwidth annotations on the Pod template.
     let made = outcomes
         .iter()
@@ -79,6 +98,52 @@ async fn quotas_hold_across_replicas() {
     let annotations = template.metadata.unwrap().annotations.unwrap();
     assert_eq!(annotations["kubernetes.io/egress-bandwidth"], "100M");
     assert_eq!(annotations["kubernetes.io/ingress-bandwidth"], "200M");
+    // A delete on one replica frees its slot for a create on the other at once, whether or
+    // not the other's watch has seen the delete yet (a refusal from memory is checked again
+    // against the API server).
+    for (i, daemon) in [&first, &second, &first].into_iter().enumerate() {
+        let made = deployments.list(&Default::default()).await.unwrap().items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap();
+        let path = format!("/api/v1/sandboxes/{made}?namespace=q-ns");
+        let (status, body) = call(daemon, &admin, M::DELETE, &path, None).await;
+        assert_eq!(status, 200, "{body}");
+        let other = if std::ptr::eq(daemon, &first) {
+            &second
+        } else {
+            &first
+        };
+        let (status, body) = call(
+            other,
+            &admin,
+            M::POST,
+            "/api/v1/sandboxes",
+            Some(
+                json!({"name": format!("again{i}"), "namespace": "q-ns", "image": "busybox",
+                        "backend": "kata-firecracker-devmapper"}),
+            ),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = call(
+            daemon,
+            &admin,
+            M::POST,
+            "/api/v1/sandboxes",
+            Some(
+                json!({"name": format!("over{i}"), "namespace": "q-ns", "image": "busybox",
+                        "backend": "kata-firecracker-devmapper"}),
+            ),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (403, Some("QuotaExceeded")),
+            "{body}"
+        );
+    }
 
     // snapshotStorage counts the VolumeSnapshots' restoreSize (the bytes the CSI driver
     // copied: a few KiB of an empty volume here): a second snapshot would be above a quota of

@@ -232,22 +232,61 @@ pub struct RestorePlan {
 
 /// A lock shared with other replicas (a tenant's quota Lease), held until released; one
 /// dropped unreleased (a cancelled request) is released in the background.
-pub struct HeldLock(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
+pub struct HeldLock {
+    release: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    writes: Option<String>,
+    doubted: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl HeldLock {
     /// A lock that `release` gives up.
     pub fn new(release: impl std::future::Future<Output = ()> + Send + 'static) -> HeldLock {
-        HeldLock(Some(Box::pin(release)))
+        HeldLock {
+            release: Some(Box::pin(release)),
+            writes: None,
+            doubted: Arc::default(),
+        }
     }
 
     /// No lock to give up (a single replica's in-process lock is enough).
     pub fn none() -> HeldLock {
-        HeldLock(None)
+        HeldLock {
+            release: None,
+            writes: None,
+            doubted: Arc::default(),
+        }
+    }
+
+    /// The lock with what its previous holder recorded of the writes made under it (in the
+    /// platform's own terms), when it recorded something.
+    pub fn with_writes(mut self, writes: Option<String>) -> HeldLock {
+        self.writes = writes;
+        self
+    }
+
+    /// What the previous holder recorded of the writes made under the lock; `None`: nothing
+    /// is known (the platform reads what it needs afresh).
+    pub fn writes(&self) -> Option<&str> {
+        self.writes.as_deref()
+    }
+
+    /// The lock whose [`HeldLock::doubt`] sets `flag` (its release reads it).
+    pub fn with_doubt(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> HeldLock {
+        self.doubted = flag;
+        self
+    }
+
+    /// Says that a write under the lock may have been made without its maker seeing it (a
+    /// create that failed or was cancelled midway): the release records nothing of the writes
+    /// then, and the next holder reads what it needs afresh.
+    pub fn doubt(&self) {
+        self.doubted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Gives the lock up.
     pub async fn release(mut self) {
-        if let Some(release) = self.0.take() {
+        if let Some(release) = self.release.take() {
             release.await;
         }
     }
@@ -255,7 +294,7 @@ impl HeldLock {
 
 impl Drop for HeldLock {
     fn drop(&mut self) {
-        if let Some(release) = self.0.take() {
+        if let Some(release) = self.release.take() {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(release);
             }
@@ -418,6 +457,20 @@ pub trait TenantStore: Send + Sync {
 
     /// What the sandboxes and snapshots of these namespaces reserve.
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
+
+    /// [`TenantStore::reservation`] for a quota check under the tenant's lock (from
+    /// [`TenantStore::lock_tenant`]; `writes`: its [`HeldLock::writes`]), and whether it is
+    /// exact. A platform may answer from what it holds in memory when the lock says that holds
+    /// every write made under it; such an answer may still count what was deleted meanwhile
+    /// (not exact: a refusal is checked again against [`TenantStore::reservation`]), never
+    /// less than is there.
+    async fn reservation_under(
+        &self,
+        _writes: Option<&str>,
+        namespaces: &[String],
+    ) -> PlatformResult<(Reservation, bool)> {
+        Ok((self.reservation(namespaces).await?, true))
+    }
 
     /// The limits of one sandbox (`sandboxes` is 1): what a fork of it reserves.
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;

@@ -3,7 +3,10 @@
 //! of the lock shared with the other replicas (a Lease on Kubernetes), one read of what the
 //! tenant's namespaces hold, each ask checked in arrival order against that plus the asks
 //! admitted before it in the batch; the admitted creates then run together and the lock is
-//! given up when the last one ends. Decisions stay exactly those of one-at-a-time checks: a
+//! given up when the last one ends. What the namespaces hold may come from the platform's
+//! memory (its watch caches, when the lock says they hold every write made under it); it
+//! may then still count something deleted meanwhile, so a refusal is checked again against a
+//! fresh read. Decisions stay exactly those of one-at-a-time checks: a
 //! batch never lets two asks through that could not both fit, and what it admitted exists (or
 //! failed) before the next check reads the usage.
 use std::collections::HashMap;
@@ -13,13 +16,31 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::TenantStore;
+use crate::daemon::platform::{Reservation, TenantStore};
 use crate::daemon::services::quotas::{Ask, check_quotas};
 use crate::shared::models::tenant::TenantQuotas;
 
-/// Held by an admitted create until it has ended (dropped: ended, however it ended).
+/// Held by an admitted create until it has ended: [`Admitted::succeeded`], or dropped (it
+/// failed, or was cancelled).
 pub struct Admitted {
-    _end: oneshot::Sender<()>,
+    end: Option<oneshot::Sender<bool>>,
+}
+
+impl Admitted {
+    /// The create ended and made what it was admitted for.
+    pub fn succeeded(mut self) {
+        if let Some(end) = self.end.take() {
+            let _ = end.send(true);
+        }
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some(end) = self.end.take() {
+            let _ = end.send(false);
+        }
+    }
 }
 
 /// One create waiting for its check.
@@ -121,21 +142,47 @@ impl Admissions {
             Ok(lock) => lock,
             Err(e) => return refuse(batch, ServiceError::from(e)),
         };
-        let mut used = match self.tenancy.reservation(&namespaces).await {
-            Ok(used) => used,
+        let (mut held, mut exact) = match self
+            .tenancy
+            .reservation_under(shared.writes(), &namespaces)
+            .await
+        {
+            Ok(read) => read,
             Err(e) => {
                 shared.release().await;
                 return refuse(batch, ServiceError::from(e));
             }
         };
+        // What the batch admitted so far, on top of what the namespaces held.
+        let mut admitted = Reservation::default();
         let mut ends = Vec::new();
         for waiting in batch {
-            let verdict = check_quotas(tenant, &waiting.quotas, &used, waiting.ask.as_ref());
+            let check = |held: Reservation| {
+                let mut used = held;
+                used += admitted;
+                check_quotas(tenant, &waiting.quotas, &used, waiting.ask.as_ref())
+            };
+            let mut verdict = check(held);
+            if verdict.is_err() && !exact {
+                // Read from memory, the usage may still count what was deleted meanwhile:
+                // a refusal stands only on a fresh read.
+                match self.tenancy.reservation(&namespaces).await {
+                    Ok(read) => {
+                        (held, exact) = (read, true);
+                        verdict = check(held);
+                    }
+                    Err(e) => verdict = Err(ServiceError::from(e)),
+                }
+            }
             let Err(refused) = verdict else {
                 let (end, ended) = oneshot::channel();
-                if waiting.verdict.send(Ok(Admitted { _end: end })).is_ok() {
+                if waiting
+                    .verdict
+                    .send(Ok(Admitted { end: Some(end) }))
+                    .is_ok()
+                {
                     if let Some(ask) = &waiting.ask {
-                        used += ask.reservation();
+                        admitted += ask.reservation();
                     }
                     ends.push(ended);
                 }
@@ -143,7 +190,10 @@ impl Admissions {
             };
             let _ = waiting.verdict.send(Err(refused));
         }
-        join_all(ends).await;
+        // A create that failed midway may have written something its maker never saw.
+        if !join_all(ends).await.into_iter().all(|e| e == Ok(true)) {
+            shared.doubt();
+        }
         shared.release().await;
     }
 }

@@ -240,11 +240,15 @@ impl TenantService {
         let Some(quotas) = owner.spec.quotas.as_ref() else {
             return create.await;
         };
-        let _admitted = self
+        let admitted = self
             .admissions
             .admit(&owner.name, &owner.spec.namespaces, quotas, ask)
             .await?;
-        create.await
+        let created = create.await;
+        if created.is_ok() {
+            admitted.succeeded();
+        }
+        created
     }
 
     /// A tenant's observed state now, from what its namespaces hold.

@@ -12,7 +12,7 @@
 //! kept without their `managedFields` (the API server's record of which client set which
 //! field, most of a Pod's size and read by nothing here).
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -96,6 +96,16 @@ fn trimmed<K: Kept>(mut object: K) -> Arc<K> {
     Arc::new(object)
 }
 
+/// An object's resourceVersion as a number (etcd's revision); 0 when it has none.
+fn revision_of<K: Resource>(object: &K) -> u64 {
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn insert<K: Kept>(objects: &mut Objects<K>, object: K) {
     let (namespace, name) = key_of(&object);
     objects
@@ -109,6 +119,11 @@ pub struct Cache<K> {
     objects: Arc<RwLock<Objects<K>>>,
     in_step: Arc<AtomicBool>,
     version: tokio::sync::watch::Receiver<u64>,
+    /// The highest resourceVersion of an object the store applied (an event's, or one of a
+    /// complete list's).
+    revision: Arc<AtomicU64>,
+    /// Writes of this replica that did not show within [`SETTLE`].
+    misses: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -122,28 +137,36 @@ where
         let objects: Arc<RwLock<Objects<K>>> = Arc::default();
         let in_step = Arc::new(AtomicBool::new(false));
         let (bump, version) = tokio::sync::watch::channel(0u64);
-        let (store, flag) = (objects.clone(), in_step.clone());
+        let revision = Arc::new(AtomicU64::new(0));
+        let (store, flag, seen) = (objects.clone(), in_step.clone(), revision.clone());
         let config = watcher::Config::default().labels(labels);
         let task = tokio::spawn(async move {
             let mut events = watcher::watcher(api, config).default_backoff().boxed();
             // A relist is gathered apart and replaces the store when complete.
             let mut relist: Option<Objects<K>> = None;
+            let mut relist_revision = 0;
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
                         match event {
-                            Event::Init => relist = Some(Objects::new()),
+                            Event::Init => {
+                                relist = Some(Objects::new());
+                                relist_revision = 0;
+                            }
                             Event::InitApply(object) => {
+                                relist_revision = relist_revision.max(revision_of(&object));
                                 insert(relist.get_or_insert_with(Objects::new), object)
                             }
                             Event::InitDone => {
                                 let listed = relist.take().unwrap_or_default();
                                 *store.write().unwrap_or_else(|e| e.into_inner()) = listed;
+                                seen.fetch_max(relist_revision, Ordering::SeqCst);
                                 if !flag.swap(true, Ordering::SeqCst) {
                                     tracing::debug!(what, "watch cache in step");
                                 }
                             }
                             Event::Apply(object) => {
+                                seen.fetch_max(revision_of(&object), Ordering::SeqCst);
                                 insert(
                                     &mut store.write().unwrap_or_else(|e| e.into_inner()),
                                     object,
@@ -153,6 +176,7 @@ where
                                 }
                             }
                             Event::Delete(object) => {
+                                seen.fetch_max(revision_of(&object), Ordering::SeqCst);
                                 let (namespace, name) = key_of(&object);
                                 let mut objects = store.write().unwrap_or_else(|e| e.into_inner());
                                 if let Some(names) = objects.get_mut(&namespace) {
@@ -181,6 +205,8 @@ where
             objects,
             in_step,
             version,
+            revision,
+            misses: Arc::default(),
             task,
         }
     }
@@ -236,6 +262,41 @@ impl<K> Cache<K> {
     pub fn version(&self) -> Option<u64> {
         self.in_step().then(|| *self.version.borrow())
     }
+
+    /// The highest resourceVersion (etcd revision) of an object the store applied: every
+    /// write of the watched objects up to it shows in the store, except those it never
+    /// saw because a relist came after their object was deleted.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::SeqCst)
+    }
+
+    /// Where the store is, readable after the cache is gone from reach (a Lease's release).
+    pub fn mark(&self) -> Mark {
+        Mark {
+            revision: self.revision.clone(),
+            misses: self.misses.clone(),
+        }
+    }
+
+    /// Waits (at most `limit`) until the store has applied an object of resourceVersion
+    /// `revision` or later; `false` when it has not (or is not in step).
+    pub async fn reached(&self, revision: u64, limit: Duration) -> bool {
+        let mut changes = self.version.clone();
+        let wait = async {
+            loop {
+                if !self.in_step() {
+                    return false;
+                }
+                if self.revision() >= revision {
+                    return true;
+                }
+                if changes.changed().await.is_err() {
+                    return false;
+                }
+            }
+        };
+        tokio::time::timeout(limit, wait).await.unwrap_or(false)
+    }
 }
 
 impl<K: Resource> Cache<K> {
@@ -263,8 +324,29 @@ impl<K: Resource> Cache<K> {
             }
         };
         if tokio::time::timeout(SETTLE, wait).await.is_err() {
+            self.misses.fetch_add(1, Ordering::SeqCst);
             tracing::debug!("a write did not show in the watch cache within 2 s");
         }
+    }
+}
+
+/// A cache's [`Cache::revision`] and its count of writes of this replica that did not show
+/// within the settle wait.
+#[derive(Clone)]
+pub struct Mark {
+    revision: Arc<AtomicU64>,
+    misses: Arc<AtomicU64>,
+}
+
+impl Mark {
+    /// The cache's revision now.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::SeqCst)
+    }
+
+    /// Writes that did not show in time, so far.
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::SeqCst)
     }
 }
 

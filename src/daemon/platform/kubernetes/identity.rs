@@ -150,6 +150,7 @@ impl IdentityStore for KubernetesPlatform {
             super::lease::BOOTSTRAP_LEASE.to_string(),
             "the first admin key's Lease",
             self.identity.clone(),
+            None,
         )
         .await
     }

@@ -24,6 +24,14 @@ const QUOTA_DURATION: i32 = 10;
 /// How long a quota check waits for another replica's Lease.
 const QUOTA_WAIT: Duration = Duration::from_secs(15);
 
+/// The annotation of a quota Lease in which its last holder recorded, on release, how far
+/// its watch caches were (so every write it made under the Lease): see [`lock`].
+pub const WRITES_ANNOTATION: &str = "sbx.io/quota-writes";
+
+/// At a release: what to record in [`WRITES_ANNOTATION`] (`None`: remove it, nothing is
+/// known).
+pub type Stamp = Box<dyn FnOnce() -> Option<String> + Send>;
+
 /// The name of a tenant's quota Lease.
 pub fn quota_lease(tenant: &str) -> String {
     format!("sbx-quota-{tenant}")
@@ -94,14 +102,20 @@ fn stale(e: &kube::Error) -> bool {
     conflict(e) || matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// Takes or renews a Lease for `me`; `Ok(false)` when another holder's claim stands.
+/// A Lease taken: what its last holder recorded in [`WRITES_ANNOTATION`], unless that
+/// holder never gave it up (its claim ran out, or this replica renews its own claim).
+struct Claimed {
+    writes: Option<String>,
+}
+
+/// Takes or renews a Lease for `me`; `Ok(None)` when another holder's claim stands.
 async fn claim(
     api: &Api<Lease>,
     known: &Known,
     name: &str,
     me: &str,
     duration: i32,
-) -> Result<bool, kube::Error> {
+) -> Result<Option<Claimed>, kube::Error> {
     let (mut current, mut guessed) = known.current(api, name).await?;
     loop {
         // A remembered Lease that says another holds it may be stale: read it.
@@ -109,6 +123,20 @@ async fn claim(
             current = api.get_opt(name).await?;
             guessed = false;
         }
+        // The record of the writes counts only from a holder that gave the Lease up (a
+        // write of this one lands only if the Lease is still as read: a compare-and-swap).
+        let released = current.as_ref().is_some_and(|l| {
+            l.spec
+                .as_ref()
+                .is_none_or(|s| s.holder_identity.as_deref().is_none_or(str::is_empty))
+        });
+        let writes = current.as_ref().filter(|_| released).and_then(|l| {
+            l.metadata
+                .annotations
+                .as_ref()?
+                .get(WRITES_ANNOTATION)
+                .cloned()
+        });
         let written = match current.take() {
             None => {
                 let lease = Lease {
@@ -128,7 +156,7 @@ async fn claim(
                 };
                 api.create(&PostParams::default(), &lease).await
             }
-            Some(lease) if held_by_other(&lease, me) => return Ok(false),
+            Some(lease) if held_by_other(&lease, me) => return Ok(None),
             Some(mut lease) => {
                 let spec = lease.spec.get_or_insert_with(Default::default);
                 if spec.holder_identity.as_deref() != Some(me) {
@@ -146,20 +174,27 @@ async fn claim(
         match written {
             Ok(lease) => {
                 known.keep(name, lease);
-                return Ok(true);
+                return Ok(Some(Claimed { writes }));
             }
             Err(e) if guessed && stale(&e) => {
                 current = api.get_opt(name).await?;
                 guessed = false;
             }
-            Err(e) if conflict(&e) => return Ok(false),
+            Err(e) if conflict(&e) => return Ok(None),
             Err(e) => return Err(e),
         }
     }
 }
 
-/// Gives a Lease up if `me` still holds it.
-async fn release(api: &Api<Lease>, known: &Known, name: &str, me: &str) -> Result<(), kube::Error> {
+/// Gives a Lease up if `me` still holds it; with `writes`, recorded in
+/// [`WRITES_ANNOTATION`] (`Some(None)`: the annotation removed).
+async fn release(
+    api: &Api<Lease>,
+    known: &Known,
+    name: &str,
+    me: &str,
+    writes: Option<Option<String>>,
+) -> Result<(), kube::Error> {
     let (mut current, mut guessed) = known.current(api, name).await?;
     loop {
         let Some(mut lease) = current.take() else {
@@ -172,6 +207,21 @@ async fn release(api: &Api<Lease>, known: &Known, name: &str, me: &str) -> Resul
             return Ok(());
         }
         spec.holder_identity = None;
+        match &writes {
+            Some(Some(w)) => {
+                lease
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(WRITES_ANNOTATION.to_string(), w.clone());
+            }
+            Some(None) => {
+                if let Some(a) = lease.metadata.annotations.as_mut() {
+                    a.remove(WRITES_ANNOTATION);
+                }
+            }
+            None => {}
+        }
         match api.replace(name, &PostParams::default(), &lease).await {
             Ok(lease) => {
                 known.keep(name, lease);
@@ -204,7 +254,7 @@ impl Leader {
             loop {
                 let now_leading =
                     match claim(&api, &known, LEADER_LEASE, &me, LEADER_DURATION).await {
-                        Ok(v) => v,
+                        Ok(v) => v.is_some(),
                         Err(e) => {
                             tracing::debug!(error = %e, "leader Lease");
                             false
@@ -235,35 +285,42 @@ impl Drop for Leader {
 pub const BOOTSTRAP_LEASE: &str = "sbx-bootstrap";
 
 /// Takes a tenant's quota Lease as `me` (waiting for another replica's); the returned lock
-/// gives it up when dropped.
+/// gives it up when dropped, recording `stamp`'s answer then.
 pub async fn lock_tenant(
     client: &kube::Client,
     known: &Known,
     tenant: &str,
     me: String,
+    stamp: Stamp,
 ) -> PlatformResult<HeldLock> {
     let what = format!("tenant '{tenant}': its quota Lease");
-    lock(client, known, quota_lease(tenant), &what, me).await
+    lock(client, known, quota_lease(tenant), &what, me, Some(stamp)).await
 }
 
 /// Takes the Lease `name` as `me` (waiting for another replica's, at most `QUOTA_WAIT`); the
 /// returned lock gives it up when dropped. `what` names it in an error.
+///
+/// With a `stamp`, the Lease carries a record of the writes made under it from one holder to
+/// the next: the releasing holder records `stamp`'s answer in [`WRITES_ANNOTATION`], and the
+/// next holder's lock has it ([`HeldLock::writes`]) when the Lease was given up; when the
+/// last holder's claim ran out instead (it died holding it), the lock has none.
 pub async fn lock(
     client: &kube::Client,
     known: &Known,
     name: String,
     what: &str,
     me: String,
+    stamp: Option<Stamp>,
 ) -> PlatformResult<HeldLock> {
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let started = Instant::now();
-    loop {
+    let claimed = loop {
         match claim(&api, known, &name, &me, QUOTA_DURATION).await {
-            Ok(true) => break,
-            Ok(false) if started.elapsed() < QUOTA_WAIT => {
+            Ok(Some(claimed)) => break claimed,
+            Ok(None) if started.elapsed() < QUOTA_WAIT => {
                 tokio::time::sleep(Duration::from_millis(20)).await
             }
-            Ok(false) => {
+            Ok(None) => {
                 return Err(PlatformError::Unavailable(format!(
                     "{what} {SYSTEM_NAMESPACE}/{name} stayed held by another replica for {} s",
                     QUOTA_WAIT.as_secs()
@@ -271,11 +328,20 @@ pub async fn lock(
             }
             Err(e) => return Err(kube_error(&format!("Lease {name}"), e)),
         }
-    }
+    };
     let known = known.clone();
+    let writes = stamp.is_some().then_some(claimed.writes).flatten();
+    let doubted = Arc::new(AtomicBool::new(false));
+    let doubt = doubted.clone();
     Ok(HeldLock::new(async move {
-        if let Err(e) = release(&api, &known, &name, &me).await {
+        let stamped = stamp.map(|stamp| match doubt.load(Ordering::SeqCst) {
+            true => None,
+            false => stamp(),
+        });
+        if let Err(e) = release(&api, &known, &name, &me, stamped).await {
             tracing::warn!(lease = %name, error = %e, "releasing a Lease");
         }
-    }))
+    })
+    .with_writes(writes)
+    .with_doubt(doubted))
 }

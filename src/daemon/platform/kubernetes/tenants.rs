@@ -250,11 +250,8 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
-        // Read from the API server, not the watch caches: this is a quota decision taken under
-        // the tenant's quota Lease, and what another replica made just before it released the
-        // Lease may not have reached this replica's watches yet.
-        // The four lists of every namespace at once: this runs under the tenant's Lease, and
-        // every create of the tenant waits for it.
+        // The four lists of every namespace at once, from the API server: what another
+        // replica made may not have reached this replica's watches yet.
         let reads = namespaces.iter().map(|ns| async move {
             futures_util::try_join!(
                 self.read_sandbox_deployments(Some(ns)),
@@ -267,22 +264,22 @@ impl TenantStore for KubernetesPlatform {
         for (deployments, records, sbxd_snapshots, snapshots) in
             futures_util::future::try_join_all(reads).await?
         {
-            for d in deployments {
-                total += objects::sandboxes::size(&d);
-            }
-            for r in records {
-                total += objects::sbxd::size(&r);
-            }
-            for r in sbxd_snapshots {
-                total.snapshot_bytes += u64::try_from(r.spec.size_bytes).unwrap_or(0);
-            }
-            for s in snapshots {
-                if objects::snapshots::kind_of(&s).is_some() {
-                    total.snapshot_bytes += objects::snapshots::restore_size(&s);
-                }
-            }
+            total += reserved(&deployments, &records, &sbxd_snapshots, &snapshots);
         }
         Ok(total)
+    }
+
+    /// From the watch caches when the tenant's Lease says how far they must be to hold every
+    /// write made under it, and they get there within [`CATCH_UP`]; else [`Self::reservation`].
+    async fn reservation_under(
+        &self,
+        writes: Option<&str>,
+        namespaces: &[String],
+    ) -> PlatformResult<(Reservation, bool)> {
+        if let Some(total) = self.cached_reservation(writes, namespaces).await {
+            return Ok((total, false));
+        }
+        Ok((self.reservation(namespaces).await?, true))
     }
 
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
@@ -320,8 +317,23 @@ impl TenantStore for KubernetesPlatform {
         })
     }
 
+    /// The tenant's quota Lease; on release it records how far this replica's watch caches
+    /// are (see [`Revisions`]), unless a write of this replica did not show in them in time.
     async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
-        lease::lock_tenant(&self.client, &self.leases, tenant, self.identity.clone()).await
+        let marks = self.quota_marks();
+        let misses: u64 = marks.iter().map(cache::Mark::misses).sum();
+        let stamp: lease::Stamp = Box::new(move || {
+            let now: u64 = marks.iter().map(cache::Mark::misses).sum();
+            (now == misses).then(|| Revisions::of(&marks).to_string())
+        });
+        lease::lock_tenant(
+            &self.client,
+            &self.leases,
+            tenant,
+            self.identity.clone(),
+            stamp,
+        )
+        .await
     }
 
     fn tenant_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -330,5 +342,151 @@ impl TenantStore for KubernetesPlatform {
 
     fn is_leader(&self) -> bool {
         self.leader.leading()
+    }
+}
+
+/// How long a quota check waits for the watch caches to reach the writes its Lease records
+/// before it reads the API server instead.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What sandboxes and snapshots of one namespace reserve.
+fn reserved(
+    deployments: &[Arc<Deployment>],
+    records: &[Arc<objects::sbxd::SbxdSandboxObject>],
+    sbxd_snapshots: &[Arc<objects::sbxd::SbxdSnapshotObject>],
+    snapshots: &[Arc<DynamicObject>],
+) -> Reservation {
+    let mut total = Reservation::default();
+    for d in deployments {
+        total += objects::sandboxes::size(d);
+    }
+    for r in records {
+        total += objects::sbxd::size(r);
+    }
+    for r in sbxd_snapshots {
+        total.snapshot_bytes += u64::try_from(r.spec.size_bytes).unwrap_or(0);
+    }
+    for s in snapshots {
+        if objects::snapshots::kind_of(s).is_some() {
+            total.snapshot_bytes += objects::snapshots::restore_size(s);
+        }
+    }
+    total
+}
+
+/// The revisions (etcd's, from resourceVersions) the four watch caches a quota check reads
+/// had reached, in a quota Lease's [`lease::WRITES_ANNOTATION`]: sandbox Deployments, sbxd
+/// sandbox records, sbxd snapshot records, VolumeSnapshots. A holder releases the Lease
+/// once its writes show in its own caches, so these cover every write made under the Lease;
+/// the next holder's caches hold them all once they reach the same revisions (a watch
+/// delivers a kind's events in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Revisions([u64; 4]);
+
+const REVISION_NAMES: [&str; 4] = ["deployments", "sbxd", "sbxdSnapshots", "volumeSnapshots"];
+
+impl Revisions {
+    fn of(marks: &[cache::Mark; 4]) -> Revisions {
+        Revisions(marks.each_ref().map(cache::Mark::revision))
+    }
+}
+
+impl std::fmt::Display for Revisions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = REVISION_NAMES
+            .iter()
+            .zip(self.0)
+            .map(|(name, revision)| format!("{name}={revision}"))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl std::str::FromStr for Revisions {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Revisions, ()> {
+        let mut out = [0u64; 4];
+        let parts: Vec<&str> = text.split(',').collect();
+        if parts.len() != out.len() {
+            return Err(());
+        }
+        for ((part, name), slot) in parts.iter().zip(REVISION_NAMES).zip(out.iter_mut()) {
+            let (key, value) = part.split_once('=').ok_or(())?;
+            if key != name {
+                return Err(());
+            }
+            *slot = value.parse().map_err(|_| ())?;
+        }
+        Ok(Revisions(out))
+    }
+}
+
+impl KubernetesPlatform {
+    /// Where the four caches of a quota check are, in [`Revisions`]' order.
+    fn quota_marks(&self) -> [cache::Mark; 4] {
+        [
+            self.deployment_cache.mark(),
+            self.sbxd_cache.mark(),
+            self.sbxd_snapshot_cache.mark(),
+            self.snapshot_cache.mark(),
+        ]
+    }
+
+    /// What `namespaces` hold, from the watch caches, if the tenant's Lease recorded how far
+    /// they must be (`writes`) and they get there in time; `None`: read the API server.
+    async fn cached_reservation(
+        &self,
+        writes: Option<&str>,
+        namespaces: &[String],
+    ) -> Option<Reservation> {
+        let Revisions(wanted) = writes?.parse().ok()?;
+        let (deployments, sbxd, sbxd_snapshots, snapshots) = tokio::join!(
+            self.deployment_cache.reached(wanted[0], CATCH_UP),
+            self.sbxd_cache.reached(wanted[1], CATCH_UP),
+            self.sbxd_snapshot_cache.reached(wanted[2], CATCH_UP),
+            self.snapshot_cache.reached(wanted[3], CATCH_UP),
+        );
+        if !(deployments && sbxd && sbxd_snapshots && snapshots) {
+            tracing::debug!(
+                ?writes,
+                "the watch caches did not reach a quota Lease's writes in time: reading the API server"
+            );
+            return None;
+        }
+        let mut total = Reservation::default();
+        for ns in namespaces {
+            total += reserved(
+                &self.deployment_cache.list(Some(ns))?,
+                &self.sbxd_cache.list(Some(ns))?,
+                &self.sbxd_snapshot_cache.list(Some(ns))?,
+                &self.snapshot_cache.list(Some(ns))?,
+            );
+        }
+        Some(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_read_back_what_they_wrote_and_nothing_else() {
+        let r = Revisions([12, 0, 7, 40]);
+        let text = r.to_string();
+        assert_eq!(
+            text,
+            "deployments=12,sbxd=0,sbxdSnapshots=7,volumeSnapshots=40"
+        );
+        assert_eq!(text.parse::<Revisions>(), Ok(r));
+        for bad in [
+            "",
+            "deployments=12,sbxd=0,sbxdSnapshots=7",
+            "sbxd=0,deployments=12,sbxdSnapshots=7,volumeSnapshots=40",
+            "deployments=x,sbxd=0,sbxdSnapshots=7,volumeSnapshots=40",
+        ] {
+            assert!(bad.parse::<Revisions>().is_err(), "{bad}");
+        }
     }
 }

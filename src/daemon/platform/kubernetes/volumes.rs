@@ -99,16 +99,17 @@ impl KubernetesPlatform {
                 return Err(e);
             }
         }
-        if let Err(e) = self.wait_cut(namespace, name).await {
-            self.remove_snapshot(namespace, name).await;
-            return Err(e);
-        }
+        let cut = match self.wait_cut(namespace, name).await {
+            Ok(cut) => cut,
+            Err(e) => {
+                self.remove_snapshot(namespace, name).await;
+                return Err(e);
+            }
+        };
+        // The cut, not just the create: its size counts against the tenant's quota from now.
+        let version = cut.or(written.metadata.resource_version);
         self.snapshot_cache
-            .settled(
-                namespace,
-                name,
-                written.metadata.resource_version.as_deref(),
-            )
+            .settled(namespace, name, version.as_deref())
             .await;
         Ok(())
     }
@@ -117,8 +118,9 @@ impl KubernetesPlatform {
     /// snapshot — the VolumeSnapshot's `status.creationTime`, its point in time — so that a
     /// write after the answer is never in it. (`readyToUse` may come later: the driver may
     /// still be copying what it cut.) The snapshot-controller retries errors, so a
-    /// `status.error` is not final; on the deadline it is what the 504 reports.
-    async fn wait_cut(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+    /// `status.error` is not final; on the deadline it is what the 504 reports. The answer:
+    /// the resourceVersion of the snapshot as cut.
+    async fn wait_cut(&self, namespace: &str, name: &str) -> PlatformResult<Option<String>> {
         let api = self.volume_snapshots(Some(namespace));
         let started = Instant::now();
         let cut = |o: Option<&DynamicObject>| o.is_none_or(|o| snapshots::cut(o).is_some());
@@ -128,9 +130,9 @@ impl KubernetesPlatform {
         )
         .await;
         match waited {
-            Ok(Ok(Some(_))) => {
+            Ok(Ok(Some(cut))) => {
                 tracing::debug!(%namespace, snapshot = %name, elapsed_ms = started.elapsed().as_millis() as u64, "snapshot cut");
-                Ok(())
+                Ok(cut.metadata.resource_version)
             }
             Ok(Ok(None)) => Err(PlatformError::Store(format!(
                 "the snapshot '{name}' was deleted before the CSI driver cut it"
