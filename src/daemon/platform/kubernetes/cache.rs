@@ -3,8 +3,9 @@
 //! namespace, that lists and gets read instead of the API server. A cache answers only while
 //! it is in step: after its first full list and as long as the watch reports no error;
 //! otherwise the caller reads the API server (and so answers 503 while that is unreachable).
-//! Writes of this replica wait (briefly) until the cache shows them, so that a read after a
-//! write sees it.
+//! A write of this replica shows in its cache at once (a sandbox's Deployment: the object the
+//! API server answered, until the watch's event for it) or is waited for (briefly), so that a
+//! read after a write sees it.
 //!
 //! The store is the project's own rather than kube's reflector store for two reasons that
 //! matter at 10,000 sandboxes (`scripts/bench-scale`): a list of one tenant's sandboxes or a
@@ -106,12 +107,41 @@ fn revision_of<K: Resource>(object: &K) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether `a` is a later version than `b` of an object (both resourceVersions numbers).
+fn later<K: Resource>(a: &K, b: &K) -> bool {
+    let version = |o: &K| o.meta().resource_version.as_deref()?.parse::<u64>().ok();
+    matches!((version(a), version(b)), (Some(a), Some(b)) if a > b)
+}
+
+/// Stores `object`, unless the store holds a later version of it (shown by a write of this
+/// replica before the watch's event for it came).
 fn insert<K: Kept>(objects: &mut Objects<K>, object: K) {
     let (namespace, name) = key_of(&object);
-    objects
-        .entry(namespace)
-        .or_default()
-        .insert(name, trimmed(object));
+    let names = objects.entry(namespace).or_default();
+    if names
+        .get(&name)
+        .is_some_and(|held| later(held.as_ref(), &object))
+    {
+        return;
+    }
+    names.insert(name, trimmed(object));
+}
+
+/// Removes the deleted `object`, unless the store holds a later object of its name (made
+/// again by this replica, shown before the watch's event for it came).
+fn remove<K: Resource>(objects: &mut Objects<K>, object: &K) {
+    let (namespace, name) = key_of(object);
+    if let Some(names) = objects.get_mut(&namespace) {
+        if !names
+            .get(&name)
+            .is_some_and(|held| later(held.as_ref(), object))
+        {
+            names.remove(&name);
+        }
+        if names.is_empty() {
+            objects.remove(&namespace);
+        }
+    }
 }
 
 /// A watched, label-selected resource.
@@ -124,6 +154,10 @@ pub struct Cache<K> {
     revision: Arc<AtomicU64>,
     /// Writes of this replica that did not show within [`SETTLE`].
     misses: Arc<AtomicU64>,
+    /// The highest resourceVersion of a write of this replica shown through [`Cache::wrote`].
+    written: Arc<AtomicU64>,
+    /// Moves [`Cache::version`] on.
+    bump: Arc<tokio::sync::watch::Sender<u64>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -137,8 +171,10 @@ where
         let objects: Arc<RwLock<Objects<K>>> = Arc::default();
         let in_step = Arc::new(AtomicBool::new(false));
         let (bump, version) = tokio::sync::watch::channel(0u64);
+        let bump = Arc::new(bump);
         let revision = Arc::new(AtomicU64::new(0));
         let (store, flag, seen) = (objects.clone(), in_step.clone(), revision.clone());
+        let bumps = bump.clone();
         let config = watcher::Config::default().labels(labels);
         let task = tokio::spawn(async move {
             let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -177,26 +213,22 @@ where
                             }
                             Event::Delete(object) => {
                                 seen.fetch_max(revision_of(&object), Ordering::SeqCst);
-                                let (namespace, name) = key_of(&object);
-                                let mut objects = store.write().unwrap_or_else(|e| e.into_inner());
-                                if let Some(names) = objects.get_mut(&namespace) {
-                                    names.remove(&name);
-                                    if names.is_empty() {
-                                        objects.remove(&namespace);
-                                    }
-                                }
+                                remove(
+                                    &mut store.write().unwrap_or_else(|e| e.into_inner()),
+                                    &object,
+                                );
                                 if relist.is_none() {
                                     flag.store(true, Ordering::SeqCst);
                                 }
                             }
                         }
-                        bump.send_modify(|v| *v += 1);
+                        bumps.send_modify(|v| *v += 1);
                     }
                     Err(e) => {
                         if flag.swap(false, Ordering::SeqCst) {
                             tracing::warn!(what, error = %e, "watch failed: reading the API server until it recovers");
                         }
-                        bump.send_modify(|v| *v += 1);
+                        bumps.send_modify(|v| *v += 1);
                     }
                 }
             }
@@ -207,6 +239,8 @@ where
             version,
             revision,
             misses: Arc::default(),
+            written: Arc::default(),
+            bump,
             task,
         }
     }
@@ -274,6 +308,7 @@ impl<K> Cache<K> {
     pub fn mark(&self) -> Mark {
         Mark {
             revision: self.revision.clone(),
+            written: self.written.clone(),
             misses: self.misses.clone(),
         }
     }
@@ -296,6 +331,32 @@ impl<K> Cache<K> {
             }
         };
         tokio::time::timeout(limit, wait).await.unwrap_or(false)
+    }
+}
+
+impl<K: Kept> Cache<K> {
+    /// Shows a write of this replica at once (`object` as the API server answered it),
+    /// unless the store holds a later version; the watch's own event for it follows. A read
+    /// right after the write sees it without waiting for the watch.
+    pub fn wrote(&self, object: &K)
+    where
+        K: Clone,
+    {
+        if !self.in_step() {
+            return;
+        }
+        let revision = revision_of(object);
+        self.written.fetch_max(revision, Ordering::SeqCst);
+        {
+            let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+            // A watch that got there first showed it, and what came after (a delete), in
+            // order: nothing to add. (It moves its revision before it takes the store.)
+            if self.revision() >= revision {
+                return;
+            }
+            insert(&mut objects, object.clone());
+        }
+        self.bump.send_modify(|v| *v += 1);
     }
 }
 
@@ -330,18 +391,22 @@ impl<K: Resource> Cache<K> {
     }
 }
 
-/// A cache's [`Cache::revision`] and its count of writes of this replica that did not show
-/// within the settle wait.
+/// A cache's [`Cache::revision`], the writes of this replica it showed before its watch, and
+/// its count of writes of this replica that did not show within the settle wait.
 #[derive(Clone)]
 pub struct Mark {
     revision: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
     misses: Arc<AtomicU64>,
 }
 
 impl Mark {
-    /// The cache's revision now.
+    /// The revision a watch must reach to hold everything the store shows now: its own, or a
+    /// later write of this replica shown ahead of its watch.
     pub fn revision(&self) -> u64 {
-        self.revision.load(Ordering::SeqCst)
+        self.revision
+            .load(Ordering::SeqCst)
+            .max(self.written.load(Ordering::SeqCst))
     }
 
     /// Writes that did not show in time, so far.
@@ -368,5 +433,47 @@ fn shows<K: Resource>(found: Option<&K>, version: Option<&str>) -> bool {
                 _ => have == want,
             }
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    fn deployment(name: &str, version: &str) -> Deployment {
+        let mut d = Deployment::default();
+        d.metadata.namespace = Some("ns".into());
+        d.metadata.name = Some(name.into());
+        d.metadata.resource_version = Some(version.into());
+        d
+    }
+
+    fn held(objects: &Objects<Deployment>, name: &str) -> Option<String> {
+        objects
+            .get("ns")?
+            .get(name)?
+            .metadata
+            .resource_version
+            .clone()
+    }
+
+    #[test]
+    fn a_write_shown_early_is_not_undone_by_older_events() {
+        let mut objects = Objects::new();
+        // The sandbox's Deployment as this replica's POST answered, before the watch's events.
+        insert(&mut objects, deployment("a", "20"));
+        // A late event of an earlier version, and the delete of an earlier sandbox of the name.
+        insert(&mut objects, deployment("a", "15"));
+        assert_eq!(held(&objects, "a").as_deref(), Some("20"));
+        remove(&mut objects, &deployment("a", "18"));
+        assert_eq!(held(&objects, "a").as_deref(), Some("20"));
+        // Its own event, then its delete.
+        insert(&mut objects, deployment("a", "20"));
+        insert(&mut objects, deployment("a", "21"));
+        assert_eq!(held(&objects, "a").as_deref(), Some("21"));
+        remove(&mut objects, &deployment("a", "25"));
+        assert_eq!(held(&objects, "a"), None);
+        assert!(objects.is_empty(), "an empty namespace goes too");
     }
 }

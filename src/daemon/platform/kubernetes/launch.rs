@@ -141,17 +141,10 @@ impl KubernetesPlatform {
             return Err(e);
         }
         let companions = started.elapsed() - posted;
-        self.deployment_cache
-            .settled(
-                namespace,
-                name,
-                created.metadata.resource_version.as_deref(),
-            )
-            .await;
+        self.deployment_cache.wrote(&created);
         tracing::debug!(
             %namespace, sandbox = %name,
             posts = ?posted, companions = ?companions,
-            cache = ?(started.elapsed() - posted - companions),
             "launched"
         );
         Ok(())
