@@ -230,12 +230,25 @@ pub struct RestorePlan {
     pub nodes: Option<Vec<String>>,
 }
 
+/// What a quota check read of the usage ([`TenantStore::reservation_under`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// What the namespaces hold.
+    pub held: Reservation,
+    /// Read afresh (else from memory: it may still count something deleted meanwhile).
+    pub exact: bool,
+    /// What the read covered, in the platform's terms, for the lock's next holder
+    /// ([`HeldLock::based_on`]); `None`: nothing to pass on.
+    pub basis: Option<String>,
+}
+
 /// A lock shared with other replicas (a tenant's quota Lease), held until released; one
 /// dropped unreleased (a cancelled request) is released in the background.
 pub struct HeldLock {
     release: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
     writes: Option<String>,
     doubted: Arc<std::sync::atomic::AtomicBool>,
+    basis: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl HeldLock {
@@ -245,6 +258,7 @@ impl HeldLock {
             release: Some(Box::pin(release)),
             writes: None,
             doubted: Arc::default(),
+            basis: Arc::default(),
         }
     }
 
@@ -254,6 +268,7 @@ impl HeldLock {
             release: None,
             writes: None,
             doubted: Arc::default(),
+            basis: Arc::default(),
         }
     }
 
@@ -274,6 +289,18 @@ impl HeldLock {
     pub fn with_doubt(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> HeldLock {
         self.doubted = flag;
         self
+    }
+
+    /// The lock whose [`HeldLock::based_on`] fills `basis` (its release reads it).
+    pub fn with_basis(mut self, basis: Arc<std::sync::Mutex<Option<String>>>) -> HeldLock {
+        self.basis = basis;
+        self
+    }
+
+    /// What the quota check under the lock read ([`Usage::basis`]): the release passes it on,
+    /// with the writes made under the lock, to the next holder.
+    pub fn based_on(&self, basis: Option<String>) {
+        *self.basis.lock().unwrap_or_else(|e| e.into_inner()) = basis;
     }
 
     /// Says that a write under the lock may have been made without its maker seeing it (a
@@ -459,17 +486,21 @@ pub trait TenantStore: Send + Sync {
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
 
     /// [`TenantStore::reservation`] for a quota check under the tenant's lock (from
-    /// [`TenantStore::lock_tenant`]; `writes`: its [`HeldLock::writes`]), and whether it is
-    /// exact. A platform may answer from what it holds in memory when the lock says that holds
-    /// every write made under it; such an answer may still count what was deleted meanwhile
-    /// (not exact: a refusal is checked again against [`TenantStore::reservation`]), never
-    /// less than is there.
+    /// [`TenantStore::lock_tenant`]; `writes`: its [`HeldLock::writes`]). A platform may
+    /// answer from what it holds in memory when the lock says that holds every write made
+    /// under it; such an answer may still count what was deleted meanwhile (not exact: a
+    /// refusal is checked again against [`TenantStore::reservation`]), never less than is
+    /// there.
     async fn reservation_under(
         &self,
         _writes: Option<&str>,
         namespaces: &[String],
-    ) -> PlatformResult<(Reservation, bool)> {
-        Ok((self.reservation(namespaces).await?, true))
+    ) -> PlatformResult<Usage> {
+        Ok(Usage {
+            held: self.reservation(namespaces).await?,
+            exact: true,
+            basis: None,
+        })
     }
 
     /// The limits of one sandbox (`sandboxes` is 1): what a fork of it reserves.

@@ -142,17 +142,19 @@ impl Admissions {
             Ok(lock) => lock,
             Err(e) => return refuse(batch, ServiceError::from(e)),
         };
-        let (mut held, mut exact) = match self
+        let usage = match self
             .tenancy
             .reservation_under(shared.writes(), &namespaces)
             .await
         {
-            Ok(read) => read,
+            Ok(usage) => usage,
             Err(e) => {
                 shared.release().await;
                 return refuse(batch, ServiceError::from(e));
             }
         };
+        shared.based_on(usage.basis);
+        let (mut held, mut exact) = (usage.held, usage.exact);
         // What the batch admitted so far, on top of what the namespaces held.
         let mut admitted = Reservation::default();
         let mut ends = Vec::new();

@@ -154,7 +154,8 @@ pub struct Cache<K> {
     revision: Arc<AtomicU64>,
     /// Writes of this replica that did not show within [`SETTLE`].
     misses: Arc<AtomicU64>,
-    /// The highest resourceVersion of a write of this replica shown through [`Cache::wrote`].
+    /// The highest resourceVersion of a write of this replica ([`Cache::wrote`],
+    /// [`Cache::settled`]).
     written: Arc<AtomicU64>,
     /// Moves [`Cache::version`] on.
     bump: Arc<tokio::sync::watch::Sender<u64>>,
@@ -304,10 +305,10 @@ impl<K> Cache<K> {
         self.revision.load(Ordering::SeqCst)
     }
 
-    /// Where the store is, readable after the cache is gone from reach (a Lease's release).
+    /// This replica's writes shown in the cache, readable after the cache is gone from reach
+    /// (a Lease's release).
     pub fn mark(&self) -> Mark {
         Mark {
-            revision: self.revision.clone(),
             written: self.written.clone(),
             misses: self.misses.clone(),
         }
@@ -365,6 +366,9 @@ impl<K: Resource> Cache<K> {
     /// object `namespace/name` with a resourceVersion at least `version`, or (`None`) gone.
     /// Without a cache in step there is nothing to wait for.
     pub async fn settled(&self, namespace: &str, name: &str, version: Option<&str>) {
+        if let Some(revision) = version.and_then(|v| v.parse().ok()) {
+            self.written.fetch_max(revision, Ordering::SeqCst);
+        }
         let mut changes = self.version.clone();
         let wait = async {
             loop {
@@ -391,22 +395,18 @@ impl<K: Resource> Cache<K> {
     }
 }
 
-/// A cache's [`Cache::revision`], the writes of this replica it showed before its watch, and
-/// its count of writes of this replica that did not show within the settle wait.
+/// The writes of this replica a cache showed (the highest resourceVersion), and its count of
+/// those that did not show within the settle wait.
 #[derive(Clone)]
 pub struct Mark {
-    revision: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
     misses: Arc<AtomicU64>,
 }
 
 impl Mark {
-    /// The revision a watch must reach to hold everything the store shows now: its own, or a
-    /// later write of this replica shown ahead of its watch.
-    pub fn revision(&self) -> u64 {
-        self.revision
-            .load(Ordering::SeqCst)
-            .max(self.written.load(Ordering::SeqCst))
+    /// The highest resourceVersion of a write of this replica the cache showed or waited for.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
     }
 
     /// Writes that did not show in time, so far.

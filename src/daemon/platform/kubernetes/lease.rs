@@ -28,9 +28,9 @@ const QUOTA_WAIT: Duration = Duration::from_secs(15);
 /// its watch caches were (so every write it made under the Lease): see [`lock`].
 pub const WRITES_ANNOTATION: &str = "sbx.io/quota-writes";
 
-/// At a release: what to record in [`WRITES_ANNOTATION`] (`None`: remove it, nothing is
-/// known).
-pub type Stamp = Box<dyn FnOnce() -> Option<String> + Send>;
+/// At a release, from what the holder's check read ([`HeldLock::based_on`]): what to record
+/// in [`WRITES_ANNOTATION`] (`None`: remove it, nothing is known).
+pub type Stamp = Box<dyn FnOnce(&str) -> Option<String> + Send>;
 
 /// The name of a tenant's quota Lease.
 pub fn quota_lease(tenant: &str) -> String {
@@ -301,9 +301,11 @@ pub async fn lock_tenant(
 /// returned lock gives it up when dropped. `what` names it in an error.
 ///
 /// With a `stamp`, the Lease carries a record of the writes made under it from one holder to
-/// the next: the releasing holder records `stamp`'s answer in [`WRITES_ANNOTATION`], and the
-/// next holder's lock has it ([`HeldLock::writes`]) when the Lease was given up; when the
-/// last holder's claim ran out instead (it died holding it), the lock has none.
+/// the next: the releasing holder records `stamp`'s answer for what its check read
+/// ([`HeldLock::based_on`]) in [`WRITES_ANNOTATION`], and the next holder's lock has it
+/// ([`HeldLock::writes`]) when the Lease was given up; when the last holder's claim ran out
+/// instead (it died holding it), the lock has none. A holder that read nothing, or doubts a
+/// write ([`HeldLock::doubt`]), removes the record.
 pub async fn lock(
     client: &kube::Client,
     known: &Known,
@@ -332,16 +334,19 @@ pub async fn lock(
     let known = known.clone();
     let writes = stamp.is_some().then_some(claimed.writes).flatten();
     let doubted = Arc::new(AtomicBool::new(false));
-    let doubt = doubted.clone();
+    let basis: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let (doubt, based) = (doubted.clone(), basis.clone());
     Ok(HeldLock::new(async move {
-        let stamped = stamp.map(|stamp| match doubt.load(Ordering::SeqCst) {
-            true => None,
-            false => stamp(),
+        let based = based.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let stamped = stamp.map(|stamp| match (doubt.load(Ordering::SeqCst), based) {
+            (false, Some(basis)) => stamp(&basis),
+            _ => None,
         });
         if let Err(e) = release(&api, &known, &name, &me, stamped).await {
             tracing::warn!(lease = %name, error = %e, "releasing a Lease");
         }
     })
     .with_writes(writes)
-    .with_doubt(doubted))
+    .with_doubt(doubted)
+    .with_basis(basis))
 }

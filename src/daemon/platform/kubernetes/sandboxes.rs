@@ -21,7 +21,17 @@ impl SandboxBackend for KubernetesPlatform {
         if new.backend == SBXD_BACKEND {
             return self.sbxd_create(new).await;
         }
-        if self.sbxd_record(&new.namespace, &new.name).await?.is_some() {
+        // The name may be an sbxd sandbox's. The watch cache answers when in step, not a read
+        // of the API server on every create: a create of the same name on another replica a
+        // moment ago races either way (two creates of one name on different backends are not
+        // serialised), and in a tenant's namespaces the quota check from the caches has waited
+        // for them to hold every write made under the tenant's Lease.
+        let taken = if self.sbxd_cache.in_step() {
+            self.sbxd_cache.get(&new.namespace, &new.name).is_some()
+        } else {
+            self.sbxd_record(&new.namespace, &new.name).await?.is_some()
+        };
+        if taken {
             return Err(PlatformError::AlreadyExists(format!(
                 "sandbox '{}' already exists in namespace '{}'",
                 new.name, new.namespace

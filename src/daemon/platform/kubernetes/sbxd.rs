@@ -128,11 +128,18 @@ impl KubernetesPlatform {
     /// Creates an sbxd sandbox: its record, then the agent's sandbox; a refusal of the agent
     /// removes the record again.
     pub(super) async fn sbxd_create(&self, new: NewSandbox) -> PlatformResult<()> {
-        if self
-            .sandbox_deployment(&new.namespace, &new.name)
-            .await
-            .is_ok()
-        {
+        // The name may be a Deployment's sandbox: the watch cache answers when in step (see
+        // `create_sandbox`), else the API server.
+        let taken = if self.deployment_cache.in_step() {
+            self.deployment_cache
+                .get(&new.namespace, &new.name)
+                .is_some()
+        } else {
+            self.sandbox_deployment(&new.namespace, &new.name)
+                .await
+                .is_ok()
+        };
+        if taken {
             return Err(PlatformError::AlreadyExists(format!(
                 "sandbox '{}' already exists in namespace '{}'",
                 new.name, new.namespace

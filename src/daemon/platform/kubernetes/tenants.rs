@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::*;
-use crate::daemon::platform::TenantStore;
+use crate::daemon::platform::{TenantStore, Usage};
 
 #[async_trait]
 impl TenantStore for KubernetesPlatform {
@@ -250,36 +250,30 @@ impl TenantStore for KubernetesPlatform {
     }
 
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
-        // The four lists of every namespace at once, from the API server: what another
-        // replica made may not have reached this replica's watches yet.
-        let reads = namespaces.iter().map(|ns| async move {
-            futures_util::try_join!(
-                self.read_sandbox_deployments(Some(ns)),
-                self.read_sbxd_records(Some(ns)),
-                self.read_sbxd_snapshots(Some(ns)),
-                self.read_snapshot_objects(Some(ns)),
-            )
-        });
-        let mut total = Reservation::default();
-        for (deployments, records, sbxd_snapshots, snapshots) in
-            futures_util::future::try_join_all(reads).await?
-        {
-            total += reserved(&deployments, &records, &sbxd_snapshots, &snapshots);
-        }
-        Ok(total)
+        Ok(self.read_reservation(namespaces).await?.0)
     }
 
     /// From the watch caches when the tenant's Lease says how far they must be to hold every
-    /// write made under it, and they get there within [`CATCH_UP`]; else [`Self::reservation`].
+    /// write made under it (`writes`), and they get there within [`CATCH_UP`]; else read from
+    /// the API server. The basis passed on is what the read covered (see [`Revisions`]).
     async fn reservation_under(
         &self,
         writes: Option<&str>,
         namespaces: &[String],
-    ) -> PlatformResult<(Reservation, bool)> {
-        if let Some(total) = self.cached_reservation(writes, namespaces).await {
-            return Ok((total, false));
+    ) -> PlatformResult<Usage> {
+        if let Some(held) = self.cached_reservation(writes, namespaces).await {
+            return Ok(Usage {
+                held,
+                exact: false,
+                basis: writes.map(str::to_string),
+            });
         }
-        Ok((self.reservation(namespaces).await?, true))
+        let (held, covered) = self.read_reservation(namespaces).await?;
+        Ok(Usage {
+            held,
+            exact: true,
+            basis: Some(covered.to_string()),
+        })
     }
 
     async fn sandbox_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation> {
@@ -317,14 +311,18 @@ impl TenantStore for KubernetesPlatform {
         })
     }
 
-    /// The tenant's quota Lease; on release it records how far this replica's watch caches
-    /// are (see [`Revisions`]), unless a write of this replica did not show in them in time.
+    /// The tenant's quota Lease; on release it records what its check covered and this
+    /// replica's writes since (see [`Revisions`]), unless one of those did not show in its
+    /// caches in time.
     async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
         let marks = self.quota_marks();
         let misses: u64 = marks.iter().map(cache::Mark::misses).sum();
-        let stamp: lease::Stamp = Box::new(move || {
+        let stamp: lease::Stamp = Box::new(move |basis| {
             let now: u64 = marks.iter().map(cache::Mark::misses).sum();
-            (now == misses).then(|| Revisions::of(&marks).to_string())
+            let Revisions(basis) = basis.parse().ok()?;
+            let written = marks.each_ref().map(cache::Mark::written);
+            (now == misses)
+                .then(|| Revisions(std::array::from_fn(|i| basis[i].max(written[i]))).to_string())
         });
         lease::lock_tenant(
             &self.client,
@@ -374,22 +372,19 @@ fn reserved(
     total
 }
 
-/// The revisions (etcd's, from resourceVersions) the four watch caches a quota check reads
-/// had reached, in a quota Lease's [`lease::WRITES_ANNOTATION`]: sandbox Deployments, sbxd
-/// sandbox records, sbxd snapshot records, VolumeSnapshots. A holder releases the Lease
-/// once its writes show in its own caches, so these cover every write made under the Lease;
-/// the next holder's caches hold them all once they reach the same revisions (a watch
-/// delivers a kind's events in order).
+/// Revisions (etcd's, from resourceVersions) of the four kinds a quota check reads, in a
+/// quota Lease's [`lease::WRITES_ANNOTATION`]: sandbox Deployments, sbxd sandbox records,
+/// sbxd snapshot records, VolumeSnapshots. A holder records, per kind, the highest of what
+/// its check covered (the record it found, or the objects it listed) and of the writes this
+/// replica made and saw in its caches (a create's answer, a write it waited for); so the
+/// record covers every write made under the Lease, through every holder. The next holder's
+/// caches hold them all once each has applied an object of that revision or later (a watch
+/// delivers its kind's events in order) — usually at once: it waits neither for the other
+/// replicas' nor the controllers' writes (a Deployment's status) made since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Revisions([u64; 4]);
 
 const REVISION_NAMES: [&str; 4] = ["deployments", "sbxd", "sbxdSnapshots", "volumeSnapshots"];
-
-impl Revisions {
-    fn of(marks: &[cache::Mark; 4]) -> Revisions {
-        Revisions(marks.each_ref().map(cache::Mark::revision))
-    }
-}
 
 impl std::fmt::Display for Revisions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -422,8 +417,51 @@ impl std::str::FromStr for Revisions {
     }
 }
 
+/// The highest resourceVersion among `objects` (0 for none).
+fn newest<K: kube::Resource>(objects: &[Arc<K>]) -> u64 {
+    objects
+        .iter()
+        .filter_map(|o| o.meta().resource_version.as_deref()?.parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
 impl KubernetesPlatform {
-    /// Where the four caches of a quota check are, in [`Revisions`]' order.
+    /// What `namespaces` hold, read from the API server (the four lists of every namespace
+    /// at once: this runs under the tenant's Lease, and every create of the tenant waits for
+    /// it), and the newest object of each kind the lists held.
+    async fn read_reservation(
+        &self,
+        namespaces: &[String],
+    ) -> PlatformResult<(Reservation, Revisions)> {
+        let reads = namespaces.iter().map(|ns| async move {
+            futures_util::try_join!(
+                self.read_sandbox_deployments(Some(ns)),
+                self.read_sbxd_records(Some(ns)),
+                self.read_sbxd_snapshots(Some(ns)),
+                self.read_snapshot_objects(Some(ns)),
+            )
+        });
+        let mut total = Reservation::default();
+        let mut covered = [0u64; 4];
+        for (deployments, records, sbxd_snapshots, snapshots) in
+            futures_util::future::try_join_all(reads).await?
+        {
+            total += reserved(&deployments, &records, &sbxd_snapshots, &snapshots);
+            let newest = [
+                newest(&deployments),
+                newest(&records),
+                newest(&sbxd_snapshots),
+                newest(&snapshots),
+            ];
+            for (c, n) in covered.iter_mut().zip(newest) {
+                *c = (*c).max(n);
+            }
+        }
+        Ok((total, Revisions(covered)))
+    }
+
+    /// This replica's writes in the four caches of a quota check, in [`Revisions`]' order.
     fn quota_marks(&self) -> [cache::Mark; 4] {
         [
             self.deployment_cache.mark(),
