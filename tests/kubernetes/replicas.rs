@@ -70,6 +70,17 @@ async fn quotas_hold_across_replicas() {
             .is_none_or(str::is_empty),
         "the quota Lease is still held"
     );
+    // It is labelled as sbx's: the replicas watch it (a claim starts from it as another
+    // replica left it).
+    assert_eq!(
+        lease
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+            .map(String::as_str),
+        Some("sbx")
+    );
     // It records the revisions up to which a holder's caches must have seen the writes made
     // under it (the next check reads the usage from its own caches once they are there).
     let writes = lease

@@ -314,6 +314,12 @@ impl<K> Cache<K> {
         }
     }
 
+    /// Waits (at most `limit`) until the cache's [`Cache::version`] is past `seen`.
+    pub async fn changed_since(&self, seen: u64, limit: Duration) {
+        let mut changes = self.version.clone();
+        let _ = tokio::time::timeout(limit, changes.wait_for(|v| *v != seen)).await;
+    }
+
     /// Waits (at most `limit`) until the store has applied an object of resourceVersion
     /// `revision` or later; `false` when it has not (or is not in step).
     pub async fn reached(&self, revision: u64, limit: Duration) -> bool {

@@ -10,7 +10,8 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::{SYSTEM_NAMESPACE, conflict, kube_error};
+use super::cache::{Cache, Kept};
+use super::{SYSTEM_NAMESPACE, conflict, kube_error, managed_selector, objects};
 use crate::daemon::platform::{HeldLock, PlatformError, PlatformResult};
 
 /// The leader Lease's name.
@@ -23,6 +24,9 @@ const LEADER_RENEW: Duration = Duration::from_secs(5);
 const QUOTA_DURATION: i32 = 10;
 /// How long a quota check waits for another replica's Lease.
 const QUOTA_WAIT: Duration = Duration::from_secs(15);
+/// How often a claim of a Lease another replica holds tries again (with a watch in step, at
+/// the watch's next event, or after this without one).
+const LOCK_POLL: Duration = Duration::from_millis(20);
 
 /// The annotation of a quota Lease in which its last holder recorded, on release, how far
 /// its watch caches were (so every write it made under the Lease): see [`lock`].
@@ -61,39 +65,123 @@ fn held_by_other(lease: &Lease, me: &str) -> bool {
     renewed + duration > k8s_openapi::jiff::Timestamp::now().as_second()
 }
 
-/// The Leases this replica last wrote, by name. A claim or a release starts from the one
-/// remembered, as a compare-and-swap on its resourceVersion, instead of reading the Lease
-/// first: that is right whenever this replica wrote it last (a tenant's creates on one
-/// replica, the leader's renewals), and a 409 sends it back to reading. It saves a read per
-/// claim and per release, both made while a tenant's creates wait.
+impl Kept for Lease {}
+
+/// The Leases this replica knows without reading them: the ones it last wrote, by name, and
+/// (with [`Known::watching`]) sbx's Leases in `kube-system` as watched. A claim or a release
+/// starts from the newest of the two, as a compare-and-swap on its resourceVersion, instead
+/// of reading the Lease first; a 409 sends it back to reading. That saves a read per claim
+/// and per release, both made while a tenant's creates wait: the one remembered is right
+/// whenever this replica wrote the Lease last (the leader's renewals), the watched one
+/// also when another replica did (a tenant's creates spread over the replicas). A claim
+/// that finds the Lease held waits for the watch's next event instead of polling.
 #[derive(Clone, Default)]
-pub struct Known(Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>);
+pub struct Known {
+    remembered: Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>,
+    watched: Option<Arc<Cache<Lease>>>,
+}
+
+/// Where the Lease a claim or a release starts from came from.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// This replica's last write of it: another replica may have written it since.
+    Remembered,
+    /// The watch: it lags the API server by the watch's delay.
+    Watched,
+    /// A read of the API server.
+    Read,
+}
 
 impl Known {
-    /// The Lease to start from: the one remembered (`true`: it may be stale), else the one
-    /// read now.
+    /// Knows sbx's Leases in `kube-system` from a watch (RBAC: list and watch of Leases
+    /// there) as well as from this replica's own writes.
+    pub fn watching(client: kube::Client) -> Known {
+        Known {
+            remembered: Arc::default(),
+            watched: Some(Arc::new(Cache::start(
+                Api::namespaced(client, SYSTEM_NAMESPACE),
+                &managed_selector(),
+                "sbx's Leases",
+            ))),
+        }
+    }
+
+    /// The watch, when it is in step.
+    fn watch(&self) -> Option<&Cache<Lease>> {
+        self.watched.as_deref().filter(|c| c.in_step())
+    }
+
+    /// The Lease to start from: the newest of the one remembered and the one watched, else
+    /// the one read now.
     async fn current(
         &self,
         api: &Api<Lease>,
         name: &str,
-    ) -> Result<(Option<Lease>, bool), kube::Error> {
+    ) -> Result<(Option<Lease>, Source), kube::Error> {
         let remembered = self
-            .0
+            .remembered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-        match remembered {
-            Some(lease) => Ok((Some(lease), true)),
-            None => Ok((api.get_opt(name).await?, false)),
-        }
+        let Some(watch) = self.watch() else {
+            return match remembered {
+                Some(lease) => Ok((Some(lease), Source::Remembered)),
+                None => Ok((api.get_opt(name).await?, Source::Read)),
+            };
+        };
+        // Not watched: none yet (or one made before sbx labelled its Leases: the create's
+        // 409 reads it).
+        let watched = watch.get(SYSTEM_NAMESPACE, name).map(|l| (*l).clone());
+        Ok(match (remembered, watched) {
+            (Some(r), Some(w)) if revision(&r) > revision(&w) => (Some(r), Source::Remembered),
+            (Some(r), None) => (Some(r), Source::Remembered),
+            (_, w) => (w, Source::Watched),
+        })
     }
 
     fn keep(&self, name: &str, lease: Lease) {
-        self.0
+        if let Some(watch) = self.watch() {
+            watch.wrote(&lease);
+        }
+        self.remembered
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), lease);
     }
+
+    /// Where the watch is (see [`Known::wait`]).
+    fn seen(&self) -> Option<u64> {
+        self.watch().and_then(Cache::version)
+    }
+
+    /// Waits for another replica's release: an event of the watch since it was at `seen`, at
+    /// most `limit` (without a watch in step, `limit`).
+    async fn wait(&self, seen: Option<u64>, limit: Duration) {
+        match (self.watch(), seen) {
+            (Some(watch), Some(seen)) => watch.changed_since(seen, limit).await,
+            _ => tokio::time::sleep(limit).await,
+        }
+    }
+}
+
+/// A Lease's resourceVersion as a number (0 when it has none).
+fn revision(lease: &Lease) -> u64 {
+    lease
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Labels a Lease as sbx's (what [`Known::watching`] watches).
+fn label(lease: &mut Lease) {
+    lease
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .entry(objects::names::MANAGED_LABEL.to_string())
+        .or_insert_with(|| super::FIELD_MANAGER.to_string());
 }
 
 /// Whether a write from a remembered Lease failed because it was stale: written (409) or
@@ -116,12 +204,13 @@ async fn claim(
     me: &str,
     duration: i32,
 ) -> Result<Option<Claimed>, kube::Error> {
-    let (mut current, mut guessed) = known.current(api, name).await?;
+    let (mut current, mut source) = known.current(api, name).await?;
     loop {
-        // A remembered Lease that says another holds it may be stale: read it.
-        if guessed && current.as_ref().is_some_and(|l| held_by_other(l, me)) {
+        // A remembered Lease that says another holds it may be stale: read it. (A watched
+        // one shows the release when its event comes: the caller waits for that.)
+        if source == Source::Remembered && current.as_ref().is_some_and(|l| held_by_other(l, me)) {
             current = api.get_opt(name).await?;
-            guessed = false;
+            source = Source::Read;
         }
         // The record of the writes counts only from a holder that gave the Lease up (a
         // write of this one lands only if the Lease is still as read: a compare-and-swap).
@@ -139,7 +228,7 @@ async fn claim(
         });
         let written = match current.take() {
             None => {
-                let lease = Lease {
+                let mut lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(name.to_string()),
                         namespace: Some(SYSTEM_NAMESPACE.to_string()),
@@ -154,6 +243,7 @@ async fn claim(
                         ..Default::default()
                     }),
                 };
+                label(&mut lease);
                 api.create(&PostParams::default(), &lease).await
             }
             Some(lease) if held_by_other(&lease, me) => return Ok(None),
@@ -166,6 +256,7 @@ async fn claim(
                 }
                 spec.renew_time = Some(now());
                 spec.lease_duration_seconds = Some(duration);
+                label(&mut lease);
                 // The resourceVersion makes this a compare-and-swap: 409 when another replica
                 // wrote since.
                 api.replace(name, &PostParams::default(), &lease).await
@@ -176,9 +267,9 @@ async fn claim(
                 known.keep(name, lease);
                 return Ok(Some(Claimed { writes }));
             }
-            Err(e) if guessed && stale(&e) => {
+            Err(e) if source != Source::Read && stale(&e) => {
                 current = api.get_opt(name).await?;
-                guessed = false;
+                source = Source::Read;
             }
             Err(e) if conflict(&e) => return Ok(None),
             Err(e) => return Err(e),
@@ -195,7 +286,7 @@ async fn release(
     me: &str,
     writes: Option<Option<String>>,
 ) -> Result<(), kube::Error> {
-    let (mut current, mut guessed) = known.current(api, name).await?;
+    let (mut current, mut source) = known.current(api, name).await?;
     loop {
         let Some(mut lease) = current.take() else {
             return Ok(());
@@ -227,9 +318,9 @@ async fn release(
                 known.keep(name, lease);
                 return Ok(());
             }
-            Err(e) if guessed && stale(&e) => {
+            Err(e) if source != Source::Read && stale(&e) => {
                 current = api.get_opt(name).await?;
-                guessed = false;
+                source = Source::Read;
             }
             Err(e) if conflict(&e) => return Ok(()),
             Err(e) => return Err(e),
@@ -317,11 +408,10 @@ pub async fn lock(
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let started = Instant::now();
     let claimed = loop {
+        let seen = known.seen();
         match claim(&api, known, &name, &me, QUOTA_DURATION).await {
             Ok(Some(claimed)) => break claimed,
-            Ok(None) if started.elapsed() < QUOTA_WAIT => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
+            Ok(None) if started.elapsed() < QUOTA_WAIT => known.wait(seen, LOCK_POLL).await,
             Ok(None) => {
                 return Err(PlatformError::Unavailable(format!(
                     "{what} {SYSTEM_NAMESPACE}/{name} stayed held by another replica for {} s",

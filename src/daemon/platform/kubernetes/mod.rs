@@ -204,7 +204,7 @@ pub struct KubernetesPlatform {
     settings: KubernetesSettings,
     /// This replica's name in Leases (host name, PID and a random part).
     identity: String,
-    /// The Leases this replica last wrote (quota and bootstrap Leases).
+    /// The quota and bootstrap Leases as this replica last wrote them and as watched.
     leases: lease::Known,
     /// This replica's claim on the leader Lease.
     leader: lease::Leader,
@@ -280,7 +280,7 @@ impl KubernetesPlatform {
         let managed = managed_selector();
         Ok(KubernetesPlatform {
             leader: lease::Leader::start(client.clone(), identity.clone()),
-            leases: lease::Known::default(),
+            leases: lease::Known::watching(client.clone()),
             deployment_cache: cache::Cache::start(
                 Api::all(client.clone()),
                 &managed,

@@ -220,9 +220,9 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "coordination.k8s.io",
         "leases",
-        &["get", "create", "update"],
+        &["get", "list", "watch", "create", "update"],
         Scope::System,
-        "a Lease per tenant serialises quota checks across replicas; the leader Lease elects the replica that runs the GC sweep and the usage refresh; `sbx-bootstrap` lets one of the replicas starting together mint the first admin key",
+        "a Lease per tenant serialises quota checks across replicas (watched: a claim starts from the Lease as another replica left it, and a waiting one goes on at its release); the leader Lease elects the replica that runs the GC sweep and the usage refresh; `sbx-bootstrap` lets one of the replicas starting together mint the first admin key",
     ),
     rule(
         "",
