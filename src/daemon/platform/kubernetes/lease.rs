@@ -67,14 +67,15 @@ fn held_by_other(lease: &Lease, me: &str) -> bool {
 
 impl Kept for Lease {}
 
-/// The Leases this replica knows without reading them: the ones it last wrote, by name, and
-/// (with [`Known::watching`]) sbx's Leases in `kube-system` as watched. A claim or a release
-/// starts from the newest of the two, as a compare-and-swap on its resourceVersion, instead
-/// of reading the Lease first; a 409 sends it back to reading. That saves a read per claim
-/// and per release, both made while a tenant's creates wait: the one remembered is right
-/// whenever this replica wrote the Lease last (the leader's renewals), the watched one
-/// also when another replica did (a tenant's creates spread over the replicas). A claim
-/// that finds the Lease held waits for the watch's next event instead of polling.
+/// The Leases this replica knows without reading them. A claim or a release starts from the
+/// one known, as a compare-and-swap on its resourceVersion, instead of reading the Lease
+/// first; a 409 sends it back to reading. That saves a read per claim and per release, both
+/// made while a tenant's creates wait. With [`Known::watching`], sbx's Leases in
+/// `kube-system` are known as watched (this replica's own writes shown at once): right also
+/// when another replica wrote last (a tenant's creates spread over the replicas), and a claim
+/// that finds the Lease held waits for the watch's next event instead of polling. Without a
+/// watch in step, the ones this replica last wrote are known (right whenever it wrote last:
+/// the leader's renewals).
 #[derive(Clone, Default)]
 pub struct Known {
     remembered: Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>,
@@ -111,8 +112,8 @@ impl Known {
         self.watched.as_deref().filter(|c| c.in_step())
     }
 
-    /// The Lease to start from: the newest of the one remembered and the one watched, else
-    /// the one read now.
+    /// The Lease to start from: the one watched (the watch shows this replica's own writes
+    /// too), else the one remembered, else the one read now.
     async fn current(
         &self,
         api: &Api<Lease>,
@@ -123,20 +124,16 @@ impl Known {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
-        let Some(watch) = self.watch() else {
-            return match remembered {
-                Some(lease) => Ok((Some(lease), Source::Remembered)),
-                None => Ok((api.get_opt(name).await?, Source::Read)),
-            };
-        };
-        // Not watched: none yet (or one made before sbx labelled its Leases: the create's
-        // 409 reads it).
-        let watched = watch.get(SYSTEM_NAMESPACE, name).map(|l| (*l).clone());
-        Ok(match (remembered, watched) {
-            (Some(r), Some(w)) if revision(&r) > revision(&w) => (Some(r), Source::Remembered),
-            (Some(r), None) => (Some(r), Source::Remembered),
-            (_, w) => (w, Source::Watched),
-        })
+        if let Some(watch) = self.watch() {
+            // Not watched: none yet (or one made before sbx labelled its Leases: the create's
+            // 409 reads it).
+            let watched = watch.get(SYSTEM_NAMESPACE, name).map(|l| (*l).clone());
+            return Ok((watched, Source::Watched));
+        }
+        match remembered {
+            Some(lease) => Ok((Some(lease), Source::Remembered)),
+            None => Ok((api.get_opt(name).await?, Source::Read)),
+        }
     }
 
     fn keep(&self, name: &str, lease: Lease) {
@@ -164,16 +161,6 @@ impl Known {
     }
 }
 
-/// A Lease's resourceVersion as a number (0 when it has none).
-fn revision(lease: &Lease) -> u64 {
-    lease
-        .metadata
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Labels a Lease as sbx's (what [`Known::watching`] watches).
 fn label(lease: &mut Lease) {
     lease
@@ -184,8 +171,8 @@ fn label(lease: &mut Lease) {
         .or_insert_with(|| super::FIELD_MANAGER.to_string());
 }
 
-/// Whether a write from a remembered Lease failed because it was stale: written (409) or
-/// deleted (404) since.
+/// Whether a write from a Lease known without reading it failed because it was stale:
+/// written (409) or deleted (404) since.
 fn stale(e: &kube::Error) -> bool {
     conflict(e) || matches!(e, kube::Error::Api(s) if s.code == 404)
 }
