@@ -194,6 +194,31 @@ pub struct KubernetesSettings {
     pub agents: AgentSettings,
     /// Remote install (`[kubernetes.install]`); `None` when off.
     pub install: Option<InstallSettings>,
+    /// The URL the other replicas reach this one at, when set (see
+    /// [`KubernetesSettings::advertised`]).
+    pub advertise_url: Option<String>,
+}
+
+impl KubernetesSettings {
+    /// Where the other replicas reach this one, serving on `local`: `advertiseUrl`; else in
+    /// a Pod, `http://$POD_IP:<port>` (deploy/ sets `POD_IP` from the Pod's status); else
+    /// `http://<local>` when it listens on one address (not `0.0.0.0` or `::`); else none.
+    pub fn advertised(&self, local: std::net::SocketAddr) -> Option<String> {
+        if let Some(url) = &self.advertise_url {
+            return Some(url.clone());
+        }
+        let pod_ip = std::env::var("POD_IP")
+            .ok()
+            .and_then(|ip| ip.trim().parse::<std::net::IpAddr>().ok());
+        match pod_ip {
+            Some(ip) => Some(format!(
+                "http://{}",
+                std::net::SocketAddr::new(ip, local.port())
+            )),
+            None if !local.ip().is_unspecified() => Some(format!("http://{local}")),
+            None => None,
+        }
+    }
 }
 
 /// Remote install, when turned on: which DaemonSet runs the installer, the image it must run.
@@ -261,6 +286,19 @@ impl KubernetesConfig {
             &self.agent_namespace,
         )?;
         let install = self.install.parse()?;
+        let advertise_url = match self.advertise_url.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(url) => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| format!("kubernetes.advertiseUrl {url:?}: {e}"))?;
+                if parsed.scheme() != "http" || parsed.host().is_none() || parsed.path() != "/" {
+                    return Err(format!(
+                        "kubernetes.advertiseUrl must be http://HOST:PORT, not {url:?}"
+                    ));
+                }
+                Some(url.trim_end_matches('/').to_string())
+            }
+        };
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
@@ -276,6 +314,7 @@ impl KubernetesConfig {
                 lost_after,
             },
             install,
+            advertise_url,
         })
     }
 }
@@ -390,6 +429,11 @@ pub struct KubernetesConfig {
     pub agent_lost_after: String,
     /// `[kubernetes.install]`: remote node install.
     pub install: InstallConfig,
+    /// The URL the other replicas reach this one at (`http://HOST:PORT`), to pass it the
+    /// creates of a tenant whose quota Lease it holds. Default: `http://$POD_IP:<port>` in a
+    /// Pod (deploy/ sets `POD_IP`), the listen address when it names one, else none (each
+    /// quota check then takes and gives up the Lease itself).
+    pub advertise_url: Option<String>,
 }
 
 impl Default for KubernetesConfig {
@@ -407,6 +451,7 @@ impl Default for KubernetesConfig {
             agent_timeout: "3s".into(),
             agent_lost_after: "60s".into(),
             install: InstallConfig::default(),
+            advertise_url: None,
         }
     }
 }

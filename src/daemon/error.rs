@@ -16,7 +16,14 @@ pub struct ServiceError {
     pub message: String,
     /// Detail for the service log only (5xx).
     pub internal: Option<String>,
+    /// The URL of the replica the request is for ([`PlatformError::Elsewhere`]): the
+    /// response carries it as [`PassTo`] for `daemon/forward.rs`.
+    pub pass_to: Option<String>,
 }
+
+/// A response's extension: the request is for the replica at this URL.
+#[derive(Debug, Clone)]
+pub struct PassTo(pub String);
 
 /// Result of a service or route function.
 pub type ServiceResult<T> = Result<T, ServiceError>;
@@ -28,6 +35,7 @@ impl ServiceError {
             code,
             message: message.into(),
             internal: None,
+            pass_to: None,
         }
     }
 
@@ -75,6 +83,7 @@ impl ServiceError {
             code: ErrorCode::InternalServerError,
             message: "internal error; the details are in the service log".to_string(),
             internal: Some(detail.to_string()),
+            pass_to: None,
         }
     }
 
@@ -94,7 +103,11 @@ impl IntoResponse for ServiceError {
                 "request failed"
             );
         }
-        envelope_response(status, self.code, self.message)
+        let mut response = envelope_response(status, self.code, self.message);
+        if let Some(url) = self.pass_to {
+            response.extensions_mut().insert(PassTo(url));
+        }
+        response
     }
 }
 
@@ -129,6 +142,13 @@ impl From<PlatformError> for ServiceError {
             PlatformError::QuotaExceeded(m) => ServiceError::new(ErrorCode::QuotaExceeded, m),
             PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
             PlatformError::Timeout(m) => ServiceError::new(ErrorCode::GatewayTimeout, m),
+            PlatformError::Elsewhere(url) => ServiceError {
+                pass_to: Some(url),
+                ..ServiceError::new(
+                    ErrorCode::ServiceUnavailable,
+                    "another replica checks this tenant's quota now: try again",
+                )
+            },
             PlatformError::Misdeployed(m) => {
                 tracing::error!(error = %m, "the deployment differs from the configuration");
                 ServiceError::new(ErrorCode::InternalServerError, m)

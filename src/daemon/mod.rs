@@ -4,6 +4,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod forward;
 pub mod listener;
 pub mod mirror;
 pub mod oidc;
@@ -114,6 +115,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
+    state.listening(local);
     tracing::info!(
         platform = state.platform_name(),
         mode = %state.config.mode,

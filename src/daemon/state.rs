@@ -58,6 +58,11 @@ impl AppState {
         self.platform.ready().await
     }
 
+    /// Tells the platform where the API listens (other replicas may pass it requests).
+    pub fn listening(&self, local: std::net::SocketAddr) {
+        self.platform.listening(local)
+    }
+
     /// Stops the platform's background work (at daemon shutdown).
     pub async fn shutdown_platform(&self) {
         self.platform.shutdown().await

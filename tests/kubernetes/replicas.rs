@@ -58,17 +58,55 @@ async fn quotas_hold_across_replicas() {
             .len(),
         5
     );
-    // The quota Lease is free again.
+    // The replica that took the quota Lease kept it between its checks, and the other passed
+    // its creates there instead of waiting for the Lease.
+    let mut checks = std::collections::BTreeMap::new();
+    for daemon in replicas {
+        for line in super::tenants::series(daemon, &admin, "sbx_quota_checks_total", "lease=").await
+        {
+            let lease = line.split('"').nth(1).unwrap().to_string();
+            *checks.entry(lease).or_insert(0.0) += super::tenants::value(&line);
+        }
+    }
+    assert!(
+        checks.get("claimed").is_some_and(|n| *n >= 1.0),
+        "{checks:?}"
+    );
+    assert!(
+        checks.get("passed").is_some_and(|n| *n >= 1.0),
+        "{checks:?}"
+    );
+    // The quota Lease is given up once its holder has had no check for a while (3 s). It
+    // names where its last holder served.
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(client.clone(), "kube-system");
-    let lease = leases.get("sbx-quota-quota").await.unwrap();
-    assert!(
-        lease
+    let started = Instant::now();
+    let lease = loop {
+        let lease = leases.get("sbx-quota-quota").await.unwrap();
+        let held = lease
             .spec
             .as_ref()
             .and_then(|s| s.holder_identity.as_deref())
-            .is_none_or(str::is_empty),
-        "the quota Lease is still held"
+            .is_some_and(|h| !h.is_empty());
+        if !held {
+            break lease;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the quota Lease is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let url = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("sbx.io/holder-url"))
+        .cloned();
+    assert!(
+        url.as_ref()
+            .is_some_and(|u| replicas.iter().any(|d| &d.url == u)),
+        "{url:?}"
     );
     // It is labelled as sbx's: the replicas watch it (a claim starts from it as another
     // replica left it).
@@ -215,6 +253,87 @@ async fn quotas_hold_across_replicas() {
         (status, body["error"]["code"].as_str()),
         (403, Some("QuotaExceeded")),
         "{body}"
+    );
+}
+
+/// Creates a kata-firecracker-devmapper sandbox (no PVC) `name` in `namespace`.
+async fn create_in(
+    daemon: &Daemon,
+    token: &str,
+    namespace: &str,
+    name: &str,
+) -> (u16, serde_json::Value) {
+    call(
+        daemon,
+        token,
+        reqwest::Method::POST,
+        "/api/v1/sandboxes",
+        Some(
+            json!({"name": name, "namespace": namespace, "image": "busybox",
+                    "backend": "kata-firecracker-devmapper"}),
+        ),
+    )
+    .await
+}
+
+/// A replica that dies holding a tenant's quota Lease (kept between its checks): a create of
+/// that tenant on another replica is passed to it, finds it gone, and is checked where it
+/// arrived once the dead replica's claim has run out; the quota stays exact (the new holder
+/// counts from the API server: the dead one left no record of its writes).
+#[tokio::test]
+async fn a_dead_holders_tenant_is_checked_where_its_creates_arrive() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["dq-ns"]).await;
+    let client = cluster.client.clone();
+    let mut first = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(
+            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 3}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let second = start();
+    eventually(
+        || get_status(&second, &admin, "/api/v1/tenants/deadq"),
+        200,
+        "deadq on the second replica",
+    )
+    .await;
+    let (status, body) = create_in(&first, &admin, "dq-ns", "dq0").await;
+    assert_eq!(status, 201, "{body}");
+    first.kill9();
+    let (status, body) = create_in(&second, &admin, "dq-ns", "dq1").await;
+    assert_eq!(status, 201, "{body}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let lease = leases.get("sbx-quota-deadq").await.unwrap();
+    assert_eq!(
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("sbx.io/holder-url")),
+        Some(&second.url),
+        "the second replica holds the Lease now"
+    );
+    let (status, body) = create_in(&second, &admin, "dq-ns", "dq2").await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = create_in(&second, &admin, "dq-ns", "dq3").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("QuotaExceeded")),
+        "{body}"
+    );
+    let passed = super::tenants::series(&second, &admin, "sbx_quota_checks_total", "passed").await;
+    assert!(
+        passed.iter().any(|l| super::tenants::value(l) >= 1.0),
+        "{passed:?}"
     );
 }
 

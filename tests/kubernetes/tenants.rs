@@ -30,7 +30,7 @@ async fn until_leading(client: &kube::Client, daemon: &Daemon) {
 }
 
 /// The `/metrics` lines of a replica that start with `series{` and mention `label`.
-async fn series(daemon: &Daemon, token: &str, series: &str, label: &str) -> Vec<String> {
+pub(crate) async fn series(daemon: &Daemon, token: &str, series: &str, label: &str) -> Vec<String> {
     let response = reqwest::Client::new()
         .get(format!("{}/metrics", daemon.url))
         .bearer_auth(token)
@@ -45,7 +45,7 @@ async fn series(daemon: &Daemon, token: &str, series: &str, label: &str) -> Vec<
         .collect()
 }
 
-fn value(line: &str) -> f64 {
+pub(crate) fn value(line: &str) -> f64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 

@@ -42,6 +42,10 @@ pub enum PlatformError {
     /// The platform cannot serve this now (runtime missing, cluster unreachable).
     #[error("{0}")]
     Unavailable(String),
+    /// Another replica, serving at this URL, holds the lock the request needs (a tenant's
+    /// quota Lease): the request is for it.
+    #[error("the quota check is another replica's (at {0})")]
+    Elsewhere(String),
     /// The operation did not finish in time and was undone.
     #[error("{0}")]
     Timeout(String),
@@ -510,8 +514,9 @@ pub trait TenantStore: Send + Sync {
     async fn snapshot_size(&self, namespace: &str, name: &str) -> PlatformResult<Reservation>;
 
     /// Takes a tenant's lock shared with other replicas for a quota check (the in-process lock
-    /// is taken first).
-    async fn lock_tenant(&self, _tenant: &str) -> PlatformResult<HeldLock> {
+    /// is taken first). With `pass`, a lock another replica holds may answer
+    /// [`PlatformError::Elsewhere`] instead of a wait: the request can be passed to it.
+    async fn lock_tenant(&self, _tenant: &str, _pass: bool) -> PlatformResult<HeldLock> {
         Ok(HeldLock::none())
     }
 
@@ -720,6 +725,9 @@ pub trait Platform:
 
     /// Adds the platform's own series to `/metrics` (registered once, at start-up).
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+
+    /// Told once the API listens, with its local address: where other replicas can reach it.
+    fn listening(&self, _local: std::net::SocketAddr) {}
 }
 
 /// This host's node name: its hostname (as a kubelet names its node).

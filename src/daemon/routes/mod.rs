@@ -47,6 +47,9 @@ pub fn app(state: AppState) -> Router {
         .merge(install::router())
         .merge(images::router())
         .route("/metrics", get(usage::metrics))
+        // Inside authentication and the audit: a request passed to the replica holding its
+        // tenant's quota Lease is refused here as anywhere, and audited on both replicas.
+        .route_layer(middleware::from_fn(crate::daemon::forward::to_holder))
         // Inside authentication: the audit knows who.
         .route_layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         .route_layer(middleware::from_fn_with_state(

@@ -49,6 +49,9 @@ struct Waiting {
     quotas: TenantQuotas,
     /// `None`: a snapshot.
     ask: Option<Ask>,
+    /// Whether its request may be passed to the replica holding the tenant's lock
+    /// (`daemon/forward.rs`).
+    pass: bool,
     verdict: oneshot::Sender<ServiceResult<Admitted>>,
 }
 
@@ -101,6 +104,7 @@ impl Admissions {
                 namespaces: namespaces.to_vec(),
                 quotas: quotas.clone(),
                 ask,
+                pass: crate::daemon::forward::may_pass(),
                 verdict,
             });
             !std::mem::replace(&mut queue.running, true)
@@ -138,7 +142,10 @@ impl Admissions {
     /// One batch: the shared lock, the usage, each verdict, the admitted creates' ends.
     async fn check(&self, tenant: &str, batch: Vec<Waiting>) {
         let namespaces = batch[0].namespaces.clone();
-        let shared = match self.tenancy.lock_tenant(tenant).await {
+        // Held by another replica, the lock may answer where to pass the batch's requests
+        // (when each of them can be passed there) instead of a wait.
+        let pass = batch.iter().all(|w| w.pass);
+        let shared = match self.tenancy.lock_tenant(tenant, pass).await {
             Ok(lock) => lock,
             Err(e) => return refuse(batch, ServiceError::from(e)),
         };
@@ -235,6 +242,7 @@ mod tests {
             namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
             quotas: TenantQuotas::default(),
             ask,
+            pass: false,
             verdict: oneshot::channel().0,
         }
     }

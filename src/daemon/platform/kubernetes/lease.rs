@@ -2,6 +2,15 @@
 //! picks the one replica running the scheduled GC sweep and the tenant status refresh, and
 //! the per-tenant quota Leases (`sbx-quota-<tenant>`) that serialise quota checks across
 //! replicas.
+//!
+//! A replica that other replicas can reach ([`Known::keep_held`]: it knows its own URL)
+//! keeps a quota Lease it took for [`QUOTA_IDLE`] after its last check, renewing it at a
+//! check when its claim is older than [`QUOTA_RENEW`]: a tenant's next checks on it write
+//! nothing. The Lease names the holder's URL ([`HOLDER_URL_ANNOTATION`]), and a check on
+//! another replica that finds it held there answers [`PlatformError::Elsewhere`]: the request
+//! is passed to the holder (`daemon/forward.rs`) instead of waiting for the Lease. The Lease
+//! alone decides who checks; passing requests on only saves the waits and the writes.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -9,6 +18,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use super::cache::{Cache, Kept};
 use super::{SYSTEM_NAMESPACE, conflict, kube_error, managed_selector, objects};
@@ -27,6 +38,16 @@ const QUOTA_WAIT: Duration = Duration::from_secs(15);
 /// How often a claim of a Lease another replica holds tries again (with a watch in step, at
 /// the watch's next event, or after this without one).
 const LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// How long a replica keeps a quota Lease after its last check (when it is reachable).
+const QUOTA_IDLE: Duration = Duration::from_secs(3);
+/// How old a kept quota Lease's claim may be at the start of a check before the check renews
+/// it (so a check starts with at least `QUOTA_DURATION` less this of the claim left).
+const QUOTA_RENEW: Duration = Duration::from_secs(3);
+
+/// The annotation of a quota Lease naming the URL its holder serves the API at (where the
+/// other replicas pass the tenant's creates while it holds the Lease).
+pub const HOLDER_URL_ANNOTATION: &str = "sbx.io/holder-url";
 
 /// The annotation of a quota Lease in which its last holder recorded, on release, how far
 /// its watch caches were (so every write it made under the Lease): see [`lock`].
@@ -78,9 +99,44 @@ impl Kept for Lease {}
 /// the leader's renewals).
 #[derive(Clone, Default)]
 pub struct Known {
-    remembered: Arc<std::sync::Mutex<std::collections::HashMap<String, Lease>>>,
+    remembered: Arc<std::sync::Mutex<HashMap<String, Lease>>>,
     watched: Option<Arc<Cache<Lease>>>,
+    /// The quota Leases kept between checks, once this replica's URL is known.
+    kept: Arc<std::sync::OnceLock<Keeping>>,
+    /// Quota checks by how their Lease was had (`sbx_quota_checks_total`).
+    pub checks: Checks,
 }
+
+/// The quota Leases this replica keeps between checks, and the URL it serves at.
+struct Keeping {
+    url: String,
+    holds: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Hold>>>>,
+}
+
+/// One quota Lease as this replica keeps it. Its mutex is held by the check under it and by
+/// its release after [`QUOTA_IDLE`], so that a release never gives up a Lease a check uses.
+#[derive(Default)]
+struct Hold {
+    /// When this replica's standing claim was written (the instant before the write);
+    /// `None`: not held.
+    claimed: Option<Instant>,
+    /// What the last check under it recorded of the writes (see [`WRITES_ANNOTATION`]);
+    /// `None`: nothing known, the next check reads afresh.
+    writes: Option<String>,
+    /// Counts the checks: a release after the idle time goes ahead only if none came since.
+    turn: u64,
+}
+
+/// Labels of `sbx_quota_checks_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct CheckLabels {
+    lease: &'static str,
+}
+
+/// Quota checks by how their Lease was had: `kept` from an earlier check (no write),
+/// `renewed` first (one write), `claimed` for the check, or `passed` to its holder.
+#[derive(Clone, Debug, Default)]
+pub struct Checks(Family<CheckLabels, Counter>);
 
 /// Where the Lease a claim or a release starts from came from.
 #[derive(Clone, Copy, PartialEq)]
@@ -93,18 +149,43 @@ enum Source {
     Read,
 }
 
+impl Checks {
+    fn count(&self, lease: &'static str) {
+        self.0.get_or_create(&CheckLabels { lease }).inc();
+    }
+
+    /// Adds the series to a registry (`sbx_quota_checks_total`).
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.sub_registry_with_prefix("quota").register(
+            "checks",
+            "Quota checks of this replica by how it had the tenant's quota Lease: kept from an \
+             earlier check (no write), renewed, claimed, or passed to the replica holding it",
+            self.0.clone(),
+        );
+    }
+}
+
 impl Known {
     /// Knows sbx's Leases in `kube-system` from a watch (RBAC: list and watch of Leases
     /// there) as well as from this replica's own writes.
     pub fn watching(client: kube::Client) -> Known {
         Known {
-            remembered: Arc::default(),
             watched: Some(Arc::new(Cache::start(
                 Api::namespaced(client, SYSTEM_NAMESPACE),
                 &managed_selector(),
                 "sbx's Leases",
             ))),
+            ..Known::default()
         }
+    }
+
+    /// From now on keeps quota Leases between checks, naming `url` as where this replica
+    /// serves (the first call wins).
+    pub fn keep_held(&self, url: String) {
+        let _ = self.kept.set(Keeping {
+            url,
+            holds: Default::default(),
+        });
     }
 
     /// The watch, when it is in step.
@@ -183,14 +264,39 @@ struct Claimed {
     writes: Option<String>,
 }
 
-/// Takes or renews a Lease for `me`; `Ok(None)` when another holder's claim stands.
+/// A Lease another holder's claim stands on: the URL it serves at, when it named one.
+struct Held {
+    url: Option<String>,
+}
+
+/// Names `url` as where the Lease's holder serves ([`HOLDER_URL_ANNOTATION`]; `None`: none).
+fn name_url(lease: &mut Lease, url: Option<&str>) {
+    match url {
+        Some(url) => {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(HOLDER_URL_ANNOTATION.to_string(), url.to_string());
+        }
+        None => {
+            if let Some(a) = lease.metadata.annotations.as_mut() {
+                a.remove(HOLDER_URL_ANNOTATION);
+            }
+        }
+    }
+}
+
+/// Takes or renews a Lease for `me`, naming `url` as where it serves; `Ok(Err(held))` when
+/// another holder's claim stands.
 async fn claim(
     api: &Api<Lease>,
     known: &Known,
     name: &str,
     me: &str,
     duration: i32,
-) -> Result<Option<Claimed>, kube::Error> {
+    url: Option<&str>,
+) -> Result<Result<Claimed, Held>, kube::Error> {
     let (mut current, mut source) = known.current(api, name).await?;
     loop {
         // A remembered Lease that says another holds it may be stale: read it. (A watched
@@ -231,9 +337,18 @@ async fn claim(
                     }),
                 };
                 label(&mut lease);
+                name_url(&mut lease, url);
                 api.create(&PostParams::default(), &lease).await
             }
-            Some(lease) if held_by_other(&lease, me) => return Ok(None),
+            Some(lease) if held_by_other(&lease, me) => {
+                let url = lease
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(HOLDER_URL_ANNOTATION))
+                    .cloned();
+                return Ok(Err(Held { url }));
+            }
             Some(mut lease) => {
                 let spec = lease.spec.get_or_insert_with(Default::default);
                 if spec.holder_identity.as_deref() != Some(me) {
@@ -244,6 +359,7 @@ async fn claim(
                 spec.renew_time = Some(now());
                 spec.lease_duration_seconds = Some(duration);
                 label(&mut lease);
+                name_url(&mut lease, url);
                 // The resourceVersion makes this a compare-and-swap: 409 when another replica
                 // wrote since.
                 api.replace(name, &PostParams::default(), &lease).await
@@ -252,13 +368,13 @@ async fn claim(
         match written {
             Ok(lease) => {
                 known.keep(name, lease);
-                return Ok(Some(Claimed { writes }));
+                return Ok(Ok(Claimed { writes }));
             }
             Err(e) if source != Source::Read && stale(&e) => {
                 current = api.get_opt(name).await?;
                 source = Source::Read;
             }
-            Err(e) if conflict(&e) => return Ok(None),
+            Err(e) if conflict(&e) => return Ok(Err(Held { url: None })),
             Err(e) => return Err(e),
         }
     }
@@ -331,8 +447,8 @@ impl Leader {
             let known = Known::default();
             loop {
                 let now_leading =
-                    match claim(&api, &known, LEADER_LEASE, &me, LEADER_DURATION).await {
-                        Ok(v) => v.is_some(),
+                    match claim(&api, &known, LEADER_LEASE, &me, LEADER_DURATION, None).await {
+                        Ok(v) => v.is_ok(),
                         Err(e) => {
                             tracing::debug!(error = %e, "leader Lease");
                             false
@@ -363,16 +479,165 @@ impl Drop for Leader {
 pub const BOOTSTRAP_LEASE: &str = "sbx-bootstrap";
 
 /// Takes a tenant's quota Lease as `me` (waiting for another replica's); the returned lock
-/// gives it up when dropped, recording `stamp`'s answer then.
+/// gives it up when dropped, recording `stamp`'s answer then. Once this replica's URL is
+/// known ([`Known::keep_held`]), it keeps the Lease for [`QUOTA_IDLE`] after the check
+/// instead, and with `pass`, a Lease another replica holds and names its URL in answers
+/// [`PlatformError::Elsewhere`] at once.
 pub async fn lock_tenant(
     client: &kube::Client,
     known: &Known,
     tenant: &str,
     me: String,
     stamp: Stamp,
+    pass: bool,
 ) -> PlatformResult<HeldLock> {
+    let name = quota_lease(tenant);
     let what = format!("tenant '{tenant}': its quota Lease");
-    lock(client, known, quota_lease(tenant), &what, me, Some(stamp)).await
+    let Some(kept) = known.kept.get() else {
+        known.checks.count("claimed");
+        return lock(client, known, name, &what, me, Some(stamp)).await;
+    };
+    let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let slot = kept
+        .holds
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(name.clone())
+        .or_default()
+        .clone();
+    let mut hold = slot.clone().lock_owned().await;
+    hold.turn += 1;
+    let url = Some(kept.url.as_str());
+    if hold.claimed.is_some_and(|at| at.elapsed() >= QUOTA_RENEW) {
+        let at = Instant::now();
+        hold.claimed = match claim(&api, known, &name, &me, QUOTA_DURATION, url).await {
+            Ok(Ok(_)) => Some(at),
+            // Lost (its claim ran out meanwhile), or unknown: taken afresh below.
+            _ => None,
+        };
+        if hold.claimed.is_some() {
+            known.checks.count("renewed");
+        }
+    } else if hold.claimed.is_some() {
+        known.checks.count("kept");
+    }
+    let writes = if hold.claimed.is_some() {
+        hold.writes.take()
+    } else {
+        let at = Instant::now();
+        match take(&api, known, &name, &what, &me, url, pass).await {
+            Ok(claimed) => {
+                known.checks.count("claimed");
+                hold.claimed = Some(at);
+                claimed.writes
+            }
+            Err(e) => {
+                if matches!(e, PlatformError::Elsewhere(_)) {
+                    known.checks.count("passed");
+                }
+                return Err(e);
+            }
+        }
+    };
+    let known = known.clone();
+    let (doubted, basis) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let record = recorder(Some(stamp), doubted.clone(), Arc::clone(&basis));
+    Ok(HeldLock::new(async move {
+        hold.writes = record().flatten();
+        let turn = hold.turn;
+        drop(hold);
+        // Given up after the idle time unless a check came since (whose lock does the same).
+        tokio::spawn(async move {
+            tokio::time::sleep(QUOTA_IDLE).await;
+            let mut hold = slot.lock().await;
+            if hold.turn != turn || hold.claimed.take().is_none() {
+                return;
+            }
+            let writes = hold.writes.take();
+            if let Err(e) = release(&api, &known, &name, &me, Some(writes)).await {
+                tracing::warn!(lease = %name, error = %e, "releasing a Lease");
+            }
+        });
+    })
+    .with_writes(writes)
+    .with_doubt(doubted)
+    .with_basis(basis))
+}
+
+/// Gives up every quota Lease this replica keeps (at shutdown), at most `limit` in all.
+pub async fn release_kept(client: &kube::Client, known: &Known, me: &str, limit: Duration) {
+    let Some(kept) = known.kept.get() else {
+        return;
+    };
+    let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let slots: Vec<_> = kept
+        .holds
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(name, slot)| (name.clone(), slot.clone()))
+        .collect();
+    let releases = slots.into_iter().map(|(name, slot)| {
+        let api = api.clone();
+        async move {
+            let mut hold = slot.lock().await;
+            if hold.claimed.take().is_some() {
+                let writes = hold.writes.take();
+                if let Err(e) = release(&api, known, &name, me, Some(writes)).await {
+                    tracing::warn!(lease = %name, error = %e, "releasing a Lease");
+                }
+            }
+        }
+    });
+    let _ = tokio::time::timeout(limit, futures_util::future::join_all(releases)).await;
+}
+
+/// What a lock's release records for the next holder ([`WRITES_ANNOTATION`]): `stamp`'s
+/// answer for what the check read, or nothing when it read nothing or doubts a write.
+fn recorder(
+    stamp: Option<Stamp>,
+    doubted: Arc<AtomicBool>,
+    basis: Arc<std::sync::Mutex<Option<String>>>,
+) -> impl FnOnce() -> Option<Option<String>> + Send {
+    move || {
+        let based = basis.lock().unwrap_or_else(|e| e.into_inner()).take();
+        stamp.map(|stamp| match (doubted.load(Ordering::SeqCst), based) {
+            (false, Some(basis)) => stamp(&basis),
+            _ => None,
+        })
+    }
+}
+
+/// Takes the Lease `name` as `me`, naming `url` (waiting for another replica's, at most
+/// `QUOTA_WAIT`; with `pass`, answering [`PlatformError::Elsewhere`] for one held by a
+/// replica that names another URL). `what` names it in an error.
+async fn take(
+    api: &Api<Lease>,
+    known: &Known,
+    name: &str,
+    what: &str,
+    me: &str,
+    url: Option<&str>,
+    pass: bool,
+) -> PlatformResult<Claimed> {
+    let started = Instant::now();
+    loop {
+        let seen = known.seen();
+        match claim(api, known, name, me, QUOTA_DURATION, url).await {
+            Ok(Ok(claimed)) => return Ok(claimed),
+            Ok(Err(Held { url: Some(there) })) if pass && Some(there.as_str()) != url => {
+                return Err(PlatformError::Elsewhere(there));
+            }
+            Ok(Err(_)) if started.elapsed() < QUOTA_WAIT => known.wait(seen, LOCK_POLL).await,
+            Ok(Err(_)) => {
+                return Err(PlatformError::Unavailable(format!(
+                    "{what} {SYSTEM_NAMESPACE}/{name} stayed held by another replica for {} s",
+                    QUOTA_WAIT.as_secs()
+                )));
+            }
+            Err(e) => return Err(kube_error(&format!("Lease {name}"), e)),
+        }
+    }
 }
 
 /// Takes the Lease `name` as `me` (waiting for another replica's, at most `QUOTA_WAIT`); the
@@ -393,33 +658,13 @@ pub async fn lock(
     stamp: Option<Stamp>,
 ) -> PlatformResult<HeldLock> {
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
-    let started = Instant::now();
-    let claimed = loop {
-        let seen = known.seen();
-        match claim(&api, known, &name, &me, QUOTA_DURATION).await {
-            Ok(Some(claimed)) => break claimed,
-            Ok(None) if started.elapsed() < QUOTA_WAIT => known.wait(seen, LOCK_POLL).await,
-            Ok(None) => {
-                return Err(PlatformError::Unavailable(format!(
-                    "{what} {SYSTEM_NAMESPACE}/{name} stayed held by another replica for {} s",
-                    QUOTA_WAIT.as_secs()
-                )));
-            }
-            Err(e) => return Err(kube_error(&format!("Lease {name}"), e)),
-        }
-    };
+    let claimed = take(&api, known, &name, what, &me, None, false).await?;
     let known = known.clone();
     let writes = stamp.is_some().then_some(claimed.writes).flatten();
-    let doubted = Arc::new(AtomicBool::new(false));
-    let basis: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-    let (doubt, based) = (doubted.clone(), basis.clone());
+    let (doubted, basis) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let record = recorder(stamp, doubted.clone(), Arc::clone(&basis));
     Ok(HeldLock::new(async move {
-        let based = based.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let stamped = stamp.map(|stamp| match (doubt.load(Ordering::SeqCst), based) {
-            (false, Some(basis)) => stamp(&basis),
-            _ => None,
-        });
-        if let Err(e) = release(&api, &known, &name, &me, stamped).await {
+        if let Err(e) = release(&api, &known, &name, &me, record()).await {
             tracing::warn!(lease = %name, error = %e, "releasing a Lease");
         }
     })

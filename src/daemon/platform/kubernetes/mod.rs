@@ -662,6 +662,36 @@ impl Platform for KubernetesPlatform {
             .map(|i| i as Arc<dyn crate::daemon::platform::install::InstallBackend>)
     }
 
+    /// Keeps quota Leases between checks once the other replicas can pass this one the
+    /// requests they are for (`lease.rs`).
+    fn listening(&self, local: std::net::SocketAddr) {
+        match self.settings.advertised(local) {
+            Some(url) => {
+                tracing::info!(%url, "quota Leases kept between checks; other replicas pass their requests here");
+                self.leases.keep_held(url);
+            }
+            None => tracing::info!(
+                "no URL for the other replicas to reach this one ([kubernetes] advertiseUrl, POD_IP): each quota check takes and gives up its Lease"
+            ),
+        }
+    }
+
+    /// Gives up the quota Leases this replica keeps, so that the other replicas need not
+    /// wait for their claims to run out.
+    async fn shutdown(&self) {
+        lease::release_kept(
+            &self.client,
+            &self.leases,
+            &self.identity,
+            Duration::from_secs(5),
+        )
+        .await;
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.leases.checks.register(registry);
+    }
+
     /// Ready while the API server answers (within 2 s) and every watch cache is in step.
     async fn ready(&self) -> Result<(), String> {
         match tokio::time::timeout(Duration::from_secs(2), self.client.apiserver_version()).await {

@@ -314,7 +314,7 @@ impl TenantStore for KubernetesPlatform {
     /// The tenant's quota Lease; on release it records what its check covered and this
     /// replica's writes since (see [`Revisions`]), unless one of those did not show in its
     /// caches in time.
-    async fn lock_tenant(&self, tenant: &str) -> PlatformResult<HeldLock> {
+    async fn lock_tenant(&self, tenant: &str, pass: bool) -> PlatformResult<HeldLock> {
         let marks = self.quota_marks();
         let misses: u64 = marks.iter().map(cache::Mark::misses).sum();
         let stamp: lease::Stamp = Box::new(move |basis| {
@@ -330,6 +330,7 @@ impl TenantStore for KubernetesPlatform {
             tenant,
             self.identity.clone(),
             stamp,
+            pass,
         )
         .await
     }

@@ -1,0 +1,152 @@
+//! Passing a request to the replica whose lock it needs. On Kubernetes a replica keeps a
+//! tenant's quota Lease between checks (`platform/kubernetes/lease.rs`); a create of that
+//! tenant on another replica would wait for the Lease and write it twice. Instead its quota
+//! check answers [`PlatformError::Elsewhere`](crate::daemon::platform::PlatformError) with the
+//! holder's URL, and this route layer sends the request, as the client sent it (its own
+//! credentials: the holder authenticates and authorises it again), to the holder and answers
+//! with the holder's answer. The holder never passes such a request on (it carries
+//! [`PASSED_HEADER`]): it takes the Lease itself if it no longer holds it. A holder that
+//! cannot be reached is not asked again: the request is carried out here, under the Lease.
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::daemon::error::{PassTo, ServiceError};
+use crate::daemon::routes::BODY_LIMIT_BYTES;
+use crate::shared::envelope::ErrorCode;
+
+/// The header of a request one replica passed to another.
+pub const PASSED_HEADER: &str = "x-sbx-passed";
+
+/// The routes (POST) whose requests take a tenant's quota check.
+const CHECKED: [&str; 5] = [
+    "/api/v1/sandboxes",
+    "/api/v1/sandboxes/{name}/fork",
+    "/api/v1/sandboxes/{name}/snapshot",
+    "/api/v1/sandboxes/{name}/pause",
+    "/api/v1/snapshots/{name}/restore",
+];
+
+tokio::task_local! {
+    /// Whether the request being handled may be passed to another replica.
+    static PASSABLE: bool;
+}
+
+/// Whether the request this task handles may be passed to the replica holding the lock it
+/// needs (it came from a client, through [`to_holder`]).
+pub fn may_pass() -> bool {
+    PASSABLE.try_with(|p| *p).unwrap_or(false)
+}
+
+/// The replicas' client for each other (plain HTTP on the Pod network).
+static PEERS: LazyLock<reqwest::Client> = LazyLock::new(|| {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+});
+
+/// Hop-by-hop headers, and those the client recomputes.
+const NOT_PASSED: [header::HeaderName; 7] = [
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::TE,
+    header::UPGRADE,
+    header::EXPECT,
+];
+
+/// The route layer: a request of a [`CHECKED`] route whose handler answers with [`PassTo`]
+/// is answered by that replica.
+pub async fn to_holder(request: Request, next: Next) -> Response {
+    let checked = request.method() == Method::POST
+        && request
+            .extensions()
+            .get::<MatchedPath>()
+            .is_some_and(|p| CHECKED.contains(&p.as_str()));
+    if !checked {
+        return next.run(request).await;
+    }
+    let passable = !request.headers().contains_key(PASSED_HEADER);
+    let (parts, body) = request.into_parts();
+    let body = match to_bytes(body, BODY_LIMIT_BYTES).await {
+        Ok(body) => body,
+        Err(e) => return unreadable(&e).into_response(),
+    };
+    let again = |parts: &Parts| Request::from_parts(parts.clone(), Body::from(body.clone()));
+    let response = PASSABLE
+        .scope(passable, next.clone().run(again(&parts)))
+        .await;
+    let Some(PassTo(url)) = response.extensions().get::<PassTo>().cloned() else {
+        return response;
+    };
+    match pass(&url, &parts, body.clone()).await {
+        Ok(response) => response,
+        Err(e) if e.is_connect() => {
+            tracing::warn!(%url, error = %e, "the replica holding a quota Lease cannot be reached: checking here");
+            PASSABLE.scope(false, next.run(again(&parts))).await
+        }
+        Err(e) => ServiceError {
+            internal: Some(format!("passing {} to {url}: {e}", parts.uri.path())),
+            ..ServiceError::new(
+                ErrorCode::ServiceUnavailable,
+                "the replica checking this tenant's quota did not answer; \
+                 the request may have been carried out",
+            )
+        }
+        .into_response(),
+    }
+}
+
+/// The answer to a body that could not be read: 413 over the limit, else 400.
+fn unreadable(e: &axum::Error) -> ServiceError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return ServiceError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the request body is larger than {BODY_LIMIT_BYTES} bytes"),
+            );
+        }
+        source = s.source();
+    }
+    ServiceError::bad_request(format!("the request body could not be read: {e}"))
+}
+
+/// Sends the request to the replica at `url`; its answer as this replica's.
+async fn pass(url: &str, parts: &Parts, body: axum::body::Bytes) -> reqwest::Result<Response> {
+    let target = format!(
+        "{url}{}",
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let mut headers = parts.headers.clone();
+    for name in &NOT_PASSED {
+        headers.remove(name);
+    }
+    headers.insert(PASSED_HEADER, HeaderValue::from_static("1"));
+    tracing::debug!(%target, "passing a request to the replica holding its quota Lease");
+    let answer = PEERS
+        .request(parts.method.clone(), target)
+        .headers(headers)
+        .body(body)
+        .send()
+        .await?;
+    let status = answer.status();
+    let mut headers = answer.headers().clone();
+    for name in &NOT_PASSED {
+        headers.remove(name);
+    }
+    let bytes = answer.bytes().await?;
+    let mut response = Response::new(Body::from(bytes));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
