@@ -4,9 +4,16 @@
 //! check answers [`PlatformError::Elsewhere`](crate::daemon::platform::PlatformError) with the
 //! holder's URL, and this route layer sends the request, as the client sent it (its own
 //! credentials: the holder authenticates and authorises it again), to the holder and answers
-//! with the holder's answer. The holder never passes such a request on (it carries
-//! [`PASSED_HEADER`]): it takes the Lease itself if it no longer holds it. A holder that
-//! cannot be reached is not asked again: the request is carried out here, under the Lease.
+//! with the holder's answer. A request is passed at most [`MAX_HOPS`] times (it carries the
+//! count in [`PASSED_HEADER`]): one passed to a replica that gave the Lease up meanwhile may
+//! go on to the Lease's new holder once, then it waits for the Lease where it is. A holder
+//! that cannot be reached is not asked again: the request is carried out here, under the
+//! Lease.
+//!
+//! The URL is read from the Lease, in `kube-system`: whoever may write sbx's Leases there
+//! (sbx's own service account, cluster administrators) could send the clients' requests
+//! elsewhere, as they could already lift every quota; grant nobody else `update` on Leases
+//! in `kube-system`.
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -21,8 +28,11 @@ use crate::daemon::error::{PassTo, ServiceError};
 use crate::daemon::routes::BODY_LIMIT_BYTES;
 use crate::shared::envelope::ErrorCode;
 
-/// The header of a request one replica passed to another.
+/// The header of a request one replica passed to another: how many times it was passed.
 pub const PASSED_HEADER: &str = "x-sbx-passed";
+
+/// How many times a request may be passed on.
+const MAX_HOPS: u8 = 2;
 
 /// The routes (POST) whose requests take a tenant's quota check.
 const CHECKED: [&str; 5] = [
@@ -75,7 +85,13 @@ pub async fn to_holder(request: Request, next: Next) -> Response {
     if !checked {
         return next.run(request).await;
     }
-    let passable = !request.headers().contains_key(PASSED_HEADER);
+    // A count that does not parse is never passed on.
+    let hops = request
+        .headers()
+        .get(PASSED_HEADER)
+        .map_or(Some(0), |v| v.to_str().ok()?.parse::<u8>().ok())
+        .unwrap_or(MAX_HOPS);
+    let passable = hops < MAX_HOPS;
     let (parts, body) = request.into_parts();
     let body = match to_bytes(body, BODY_LIMIT_BYTES).await {
         Ok(body) => body,
@@ -88,7 +104,7 @@ pub async fn to_holder(request: Request, next: Next) -> Response {
     let Some(PassTo(url)) = response.extensions().get::<PassTo>().cloned() else {
         return response;
     };
-    match pass(&url, &parts, body.clone()).await {
+    match pass(&url, &parts, body.clone(), hops + 1).await {
         Ok(response) => response,
         Err(e) if e.is_connect() => {
             tracing::warn!(%url, error = %e, "the replica holding a quota Lease cannot be reached: checking here");
@@ -122,7 +138,12 @@ fn unreadable(e: &axum::Error) -> ServiceError {
 }
 
 /// Sends the request to the replica at `url`; its answer as this replica's.
-async fn pass(url: &str, parts: &Parts, body: axum::body::Bytes) -> reqwest::Result<Response> {
+async fn pass(
+    url: &str,
+    parts: &Parts,
+    body: axum::body::Bytes,
+    hops: u8,
+) -> reqwest::Result<Response> {
     let target = format!(
         "{url}{}",
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
@@ -131,7 +152,7 @@ async fn pass(url: &str, parts: &Parts, body: axum::body::Bytes) -> reqwest::Res
     for name in &NOT_PASSED {
         headers.remove(name);
     }
-    headers.insert(PASSED_HEADER, HeaderValue::from_static("1"));
+    headers.insert(PASSED_HEADER, HeaderValue::from(u16::from(hops)));
     tracing::debug!(%target, "passing a request to the replica holding its quota Lease");
     let answer = PEERS
         .request(parts.method.clone(), target)
