@@ -759,6 +759,83 @@ async fn a_replica_lost_during_creates_loses_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // The replicas reach each other on the Pod network (deploy/ gives them POD_IP): a create
+    // on the replica that does not hold the tenant's quota Lease is passed to the one that
+    // does (both refused here: the quota is full).
+    let started = Instant::now();
+    let replicas = loop {
+        let addresses = kubectl(
+            &s.deployed.kubectl,
+            &[
+                "-n",
+                in_cluster::NAMESPACE,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
+                "-o",
+                "jsonpath={.items[*].status.podIP}",
+            ],
+        );
+        let replicas: Vec<String> = addresses
+            .split_whitespace()
+            .map(|ip| format!("http://{ip}:8080"))
+            .collect();
+        let mut ready = replicas.len() == 2;
+        for url in &replicas {
+            ready &= common::call_at(url, &s.token, reqwest::Method::GET, "/readyz", None)
+                .await
+                .0
+                == 200;
+        }
+        if ready {
+            break replicas;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the replicas never both ready: {addresses}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let passed = || async {
+        let mut n = 0.0;
+        for url in &replicas {
+            let (status, text) =
+                common::call_at(url, &s.token, reqwest::Method::GET, "/metrics", None).await;
+            assert_eq!(status, 200);
+            for line in text.as_str().unwrap_or_default().lines() {
+                if line.starts_with("sbx_quota_checks_total{lease=\"passed\"}") {
+                    n += line.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+                }
+            }
+        }
+        n
+    };
+    let before = passed().await;
+    let started = Instant::now();
+    while passed().await == before {
+        for (i, url) in replicas.iter().enumerate() {
+            let body = serde_json::json!({"name": format!("over{i}"), "namespace": s.namespace,
+                "image": s.busybox(), "limits": {"cpu": "50m", "memory": "32Mi"}});
+            let (status, body) = common::call_at(
+                url,
+                &s.token,
+                reqwest::Method::POST,
+                "/api/v1/sandboxes",
+                Some(body),
+            )
+            .await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (403, Some("QuotaExceeded")),
+                "{body}"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no create was passed between the replicas {replicas:?}"
+        );
+    }
 }
 
 /// Deletes a tenant (as the cluster's admin) when dropped.
