@@ -7,15 +7,16 @@
 //! with the holder's answer. A request is passed at most [`MAX_HOPS`] times (it carries the
 //! count in [`PASSED_HEADER`]): one passed to a replica that gave the Lease up meanwhile may
 //! go on to the Lease's new holder once, then it waits for the Lease where it is. A holder
-//! that cannot be reached is not asked again: the request is carried out here, under the
-//! Lease.
+//! that cannot be reached is not asked for [`UNREACHABLE_FOR`]: the request is carried out
+//! here, under the Lease (which its holder gives up within a few seconds, however busy).
 //!
 //! The URL is read from the Lease, in `kube-system`: whoever may write sbx's Leases there
 //! (sbx's own service account, cluster administrators) could send the clients' requests
 //! elsewhere, as they could already lift every quota; grant nobody else `update` on Leases
 //! in `kube-system`.
-use std::sync::LazyLock;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{MatchedPath, Request};
@@ -63,6 +64,19 @@ static PEERS: LazyLock<reqwest::Client> = LazyLock::new(|| {
         .expect("an HTTP client")
 });
 
+/// Replicas that could not be reached, and when: not asked again for [`UNREACHABLE_FOR`].
+static UNREACHABLE: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
+
+/// How long a replica that could not be reached is not asked again.
+const UNREACHABLE_FOR: Duration = Duration::from_secs(30);
+
+/// Whether the replica at `url` could not be reached lately.
+fn unreachable(url: &str) -> bool {
+    let mut failed = UNREACHABLE.lock().unwrap_or_else(|e| e.into_inner());
+    failed.retain(|_, at| at.elapsed() < UNREACHABLE_FOR);
+    failed.contains_key(url)
+}
+
 /// Hop-by-hop headers, and those the client recomputes.
 const NOT_PASSED: [header::HeaderName; 7] = [
     header::HOST,
@@ -104,10 +118,17 @@ pub async fn to_holder(request: Request, next: Next) -> Response {
     let Some(PassTo(url)) = response.extensions().get::<PassTo>().cloned() else {
         return response;
     };
+    if unreachable(&url) {
+        return PASSABLE.scope(false, next.run(again(&parts))).await;
+    }
     match pass(&url, &parts, body.clone(), hops + 1).await {
         Ok(response) => response,
         Err(e) if e.is_connect() => {
             tracing::warn!(%url, error = %e, "the replica holding a quota Lease cannot be reached: checking here");
+            UNREACHABLE
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(url, Instant::now());
             PASSABLE.scope(false, next.run(again(&parts))).await
         }
         Err(e) => ServiceError {

@@ -6,7 +6,8 @@
 //! A replica that other replicas can reach ([`Known::keep_held`]: it knows its own URL)
 //! keeps a quota Lease it took for [`QUOTA_IDLE`] after its last check, renewing it at a
 //! check when its claim is older than [`QUOTA_RENEW`]: a tenant's next checks on it write
-//! nothing. The Lease names the holder's URL ([`HOLDER_URL_ANNOTATION`]), and a check on
+//! nothing. It gives the Lease up at the end of the first check [`QUOTA_KEEP`] after taking
+//! it, however busy, so that the other replicas get their turn. The Lease names the holder's URL ([`HOLDER_URL_ANNOTATION`]), and a check on
 //! another replica that finds it held there answers [`PlatformError::Elsewhere`]: the request
 //! is passed to the holder (`daemon/forward.rs`) instead of waiting for the Lease. The Lease
 //! alone decides who checks; passing requests on only saves the waits and the writes.
@@ -44,6 +45,10 @@ const QUOTA_IDLE: Duration = Duration::from_secs(3);
 /// How old a kept quota Lease's claim may be at the start of a check before the check renews
 /// it (so a check starts with at least `QUOTA_DURATION` less this of the claim left).
 const QUOTA_RENEW: Duration = Duration::from_secs(3);
+/// How long a replica keeps a quota Lease it took, however busy: then the check's end gives it
+/// up, so that a replica that cannot pass its requests to the holder (the Pod network in
+/// between refuses) gets its turn within its wait.
+const QUOTA_KEEP: Duration = Duration::from_secs(5);
 
 /// The annotation of a quota Lease naming the URL its holder serves the API at (where the
 /// other replicas pass the tenant's creates while it holds the Lease).
@@ -120,6 +125,8 @@ struct Hold {
     /// When this replica's standing claim was written (the instant before the write);
     /// `None`: not held.
     claimed: Option<Instant>,
+    /// When this replica took it (not renewed it): kept [`QUOTA_KEEP`] at most.
+    taken: Option<Instant>,
     /// What the last check under it recorded of the writes (see [`WRITES_ANNOTATION`]);
     /// `None`: nothing known, the next check reads afresh.
     writes: Option<String>,
@@ -528,7 +535,7 @@ pub async fn lock_tenant(
         match take(&api, known, &name, &what, &me, url, pass).await {
             Ok(claimed) => {
                 known.checks.count("claimed");
-                hold.claimed = Some(at);
+                (hold.claimed, hold.taken) = (Some(at), Some(at));
                 claimed.writes
             }
             Err(e) => {
@@ -544,6 +551,14 @@ pub async fn lock_tenant(
     let record = recorder(Some(stamp), doubted.clone(), Arc::clone(&basis));
     Ok(HeldLock::new(async move {
         hold.writes = record().flatten();
+        if hold.taken.is_some_and(|at| at.elapsed() >= QUOTA_KEEP) {
+            hold.claimed = None;
+            let writes = hold.writes.take();
+            if let Err(e) = release(&api, &known, &name, &me, Some(writes)).await {
+                tracing::warn!(lease = %name, error = %e, "releasing a Lease");
+            }
+            return;
+        }
         let turn = hold.turn;
         drop(hold);
         // Given up after the idle time unless a check came since (whose lock does the same).
