@@ -764,21 +764,9 @@ async fn a_replica_lost_during_creates_loses_nothing() {
     // does (both refused here: the quota is full).
     let started = Instant::now();
     let replicas = loop {
-        let addresses = kubectl(
-            &s.deployed.kubectl,
-            &[
-                "-n",
-                in_cluster::NAMESPACE,
-                "get",
-                "pods",
-                "-l",
-                "app.kubernetes.io/name=sbx,app.kubernetes.io/component=api",
-                "-o",
-                "jsonpath={.items[*].status.podIP}",
-            ],
-        );
+        let addresses = s.deployed.pod_ips();
         let replicas: Vec<String> = addresses
-            .split_whitespace()
+            .iter()
             .map(|ip| format!("http://{ip}:8080"))
             .collect();
         let mut ready = replicas.len() == 2;
@@ -793,7 +781,7 @@ async fn a_replica_lost_during_creates_loses_nothing() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "the replicas never both ready: {addresses}"
+            "the replicas never both ready: {addresses:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };

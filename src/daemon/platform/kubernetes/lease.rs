@@ -7,10 +7,11 @@
 //! keeps a quota Lease it took for [`QUOTA_IDLE`] after its last check, renewing it at a
 //! check when its claim is older than [`QUOTA_RENEW`]: a tenant's next checks on it write
 //! nothing. It gives the Lease up at the end of the first check [`QUOTA_KEEP`] after taking
-//! it, however busy, so that the other replicas get their turn. The Lease names the holder's URL ([`HOLDER_URL_ANNOTATION`]), and a check on
-//! another replica that finds it held there answers [`PlatformError::Elsewhere`]: the request
-//! is passed to the holder (`daemon/forward.rs`) instead of waiting for the Lease. The Lease
-//! alone decides who checks; passing requests on only saves the waits and the writes.
+//! it, however busy, so that the other replicas get their turn. The Lease names the holder's
+//! URL ([`HOLDER_URL_ANNOTATION`]), and a check on another replica that finds it held there
+//! answers [`PlatformError::Elsewhere`]: the request is passed to the holder
+//! (`daemon/forward.rs`) instead of waiting for the Lease. The Lease alone decides who
+//! checks; passing requests on only saves the waits and the writes.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,6 +133,20 @@ struct Hold {
     writes: Option<String>,
     /// Counts the checks: a release after the idle time goes ahead only if none came since.
     turn: u64,
+}
+
+impl Hold {
+    /// Gives the Lease up if this replica holds it, recording what the last check under it
+    /// recorded of the writes.
+    async fn give_up(&mut self, api: &Api<Lease>, known: &Known, name: &str, me: &str) {
+        if self.claimed.take().is_none() {
+            return;
+        }
+        let writes = self.writes.take();
+        if let Err(e) = release(api, known, name, me, Some(writes)).await {
+            tracing::warn!(lease = %name, error = %e, "releasing a Lease");
+        }
+    }
 }
 
 /// Labels of `sbx_quota_checks_total`.
@@ -501,8 +516,9 @@ pub async fn lock_tenant(
     let name = quota_lease(tenant);
     let what = format!("tenant '{tenant}': its quota Lease");
     let Some(kept) = known.kept.get() else {
+        let lock = lock(client, known, name, &what, me, Some(stamp)).await?;
         known.checks.count("claimed");
-        return lock(client, known, name, &what, me, Some(stamp)).await;
+        return Ok(lock);
     };
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let slot = kept
@@ -552,12 +568,7 @@ pub async fn lock_tenant(
     Ok(HeldLock::new(async move {
         hold.writes = record().flatten();
         if hold.taken.is_some_and(|at| at.elapsed() >= QUOTA_KEEP) {
-            hold.claimed = None;
-            let writes = hold.writes.take();
-            if let Err(e) = release(&api, &known, &name, &me, Some(writes)).await {
-                tracing::warn!(lease = %name, error = %e, "releasing a Lease");
-            }
-            return;
+            return hold.give_up(&api, &known, &name, &me).await;
         }
         let turn = hold.turn;
         drop(hold);
@@ -565,12 +576,8 @@ pub async fn lock_tenant(
         tokio::spawn(async move {
             tokio::time::sleep(QUOTA_IDLE).await;
             let mut hold = slot.lock().await;
-            if hold.turn != turn || hold.claimed.take().is_none() {
-                return;
-            }
-            let writes = hold.writes.take();
-            if let Err(e) = release(&api, &known, &name, &me, Some(writes)).await {
-                tracing::warn!(lease = %name, error = %e, "releasing a Lease");
+            if hold.turn == turn {
+                hold.give_up(&api, &known, &name, &me).await;
             }
         });
     })
@@ -594,15 +601,7 @@ pub async fn release_kept(client: &kube::Client, known: &Known, me: &str, limit:
         .collect();
     let releases = slots.into_iter().map(|(name, slot)| {
         let api = api.clone();
-        async move {
-            let mut hold = slot.lock().await;
-            if hold.claimed.take().is_some() {
-                let writes = hold.writes.take();
-                if let Err(e) = release(&api, known, &name, me, Some(writes)).await {
-                    tracing::warn!(lease = %name, error = %e, "releasing a Lease");
-                }
-            }
-        }
+        async move { slot.lock().await.give_up(&api, known, &name, me).await }
     });
     let _ = tokio::time::timeout(limit, futures_util::future::join_all(releases)).await;
 }
