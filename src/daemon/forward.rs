@@ -70,6 +70,10 @@ static UNREACHABLE: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(De
 /// How long a replica that could not be reached is not asked again.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(30);
 
+/// How long a passed request may take in all, its answer included: a holder that took the
+/// request and hangs is answered for with a 503 then (the request may have been carried out).
+const PASS_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Whether the replica at `url` could not be reached lately.
 fn unreachable(url: &str) -> bool {
     let mut failed = UNREACHABLE.lock().unwrap_or_else(|e| e.into_inner());
@@ -179,6 +183,7 @@ async fn pass(
         .request(parts.method.clone(), target)
         .headers(headers)
         .body(body)
+        .timeout(PASS_TIMEOUT)
         .send()
         .await?;
     let status = answer.status();
