@@ -224,7 +224,8 @@ impl TenantService {
     /// admitted against the tenant's quotas: 403 `QuotaExceeded` otherwise. Without an owning
     /// tenant, just runs `create`. The check and the creates it admits hold the tenant's lock
     /// (shared with the other replicas) until they end, so the next check sees what they made
-    /// (`admission.rs`: the creates waiting meanwhile are checked together).
+    /// (`admission.rs`: the creates that come meanwhile are checked as they come, counting
+    /// those admitted before them).
     pub async fn admit<T, F>(
         &self,
         owner: Option<&Owner>,
