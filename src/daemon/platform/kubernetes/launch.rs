@@ -38,6 +38,12 @@ pub(super) enum Tenancy<'a> {
     Lookup,
 }
 
+/// How long a create that sbx's quota check admitted is POSTed again while the tenant's
+/// backstop ResourceQuota refuses it (its quota controller has not yet counted a delete).
+const BACKSTOP_LAG: Duration = Duration::from_secs(4);
+/// How often it is POSTed again meanwhile.
+const BACKSTOP_RETRY: Duration = Duration::from_millis(200);
+
 /// Why POSTing a sandbox's objects failed.
 enum Failure {
     /// The namespace does not exist (yet).
@@ -97,10 +103,14 @@ impl KubernetesPlatform {
             _ => None,
         };
         let started = Instant::now();
-        let created = match self.post(namespace, name, &deployment, pvc.as_ref()).await {
+        let created = match self
+            .post_counted(namespace, name, &deployment, pvc.as_ref())
+            .await
+        {
             Err(Failure::NoNamespace) => {
                 self.make_namespace(namespace).await?;
-                self.post(namespace, name, &deployment, pvc.as_ref()).await
+                self.post_counted(namespace, name, &deployment, pvc.as_ref())
+                    .await
             }
             other => other,
         }
@@ -148,6 +158,31 @@ impl KubernetesPlatform {
             "launched"
         );
         Ok(())
+    }
+
+    /// [`Self::post`], again while the tenant's backstop ResourceQuota refuses it for
+    /// [`BACKSTOP_LAG`] at most: sbx's own check admitted the create, and the ResourceQuota's
+    /// usage takes a delete into account only once the quota controller has counted it again
+    /// (a create right after a delete would be refused meanwhile).
+    async fn post_counted(
+        &self,
+        namespace: &str,
+        name: &str,
+        deployment: &Deployment,
+        pvc: Option<&PersistentVolumeClaim>,
+    ) -> Result<Deployment, Failure> {
+        let started = Instant::now();
+        loop {
+            match self.post(namespace, name, deployment, pvc).await {
+                Err(Failure::Other(PlatformError::QuotaExceeded(why)))
+                    if why.contains(super::QUOTA_NAME) && started.elapsed() < BACKSTOP_LAG =>
+                {
+                    tracing::debug!(%namespace, sandbox = %name, %why, "the backstop ResourceQuota refused: again");
+                    tokio::time::sleep(BACKSTOP_RETRY).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// POSTs the Deployment and the root PVC together; returns the Deployment as written.
