@@ -319,6 +319,7 @@ impl Session<'_> {
         }
     }
 
+    /// Notes an admitted create's end (a failure, or a cancel, makes the lock's record doubtful).
     fn ended(&mut self, end: Result<bool, oneshot::error::RecvError>) {
         self.failed |= end != Ok(true);
     }
@@ -408,11 +409,16 @@ mod tests {
         (Admissions::new(Arc::new(store)), dir)
     }
 
-    fn sandboxes(n: u64) -> TenantQuotas {
-        TenantQuotas {
+    /// Admits one more sandbox of tenant `t` (namespace `t-ns`) under a quota of `n`.
+    async fn one_more(admissions: &Admissions, n: u64) -> ServiceResult<Admitted> {
+        let quotas = TenantQuotas {
             sandboxes: Some(n),
             ..TenantQuotas::default()
-        }
+        };
+        let ns = ["t-ns".to_string()];
+        admissions
+            .admit("t", &ns, &quotas, Some(Ask::default()))
+            .await
     }
 
     /// A guard against a hang, not a timing assertion.
@@ -425,12 +431,10 @@ mod tests {
     #[tokio::test]
     async fn a_create_is_admitted_while_the_one_before_it_runs() {
         let (admissions, _dir) = admissions();
-        let ns = ["t-ns".to_string()];
-        let (quotas, ask) = (sandboxes(2), Some(Ask::default()));
-        let first = within("first", admissions.admit("t", &ns, &quotas, ask)).await;
+        let first = within("first", one_more(&admissions, 2)).await;
         let first = first.expect("the first fits");
         // The first still runs: the second is checked counting it, not after it.
-        let second = within("second", admissions.admit("t", &ns, &quotas, ask)).await;
+        let second = within("second", one_more(&admissions, 2)).await;
         second.expect("the second fits beside it").succeeded();
         first.succeeded();
     }
@@ -438,15 +442,13 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_waits_for_the_running_creates_and_a_fresh_read() {
         let (admissions, _dir) = admissions();
-        let ns = ["t-ns".to_string()];
-        let (quotas, ask) = (sandboxes(1), Some(Ask::default()));
-        let first = within("first", admissions.admit("t", &ns, &quotas, ask)).await;
+        let first = within("first", one_more(&admissions, 1)).await;
         let first = first.expect("the first fits");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn({
-            let (admissions, ns, quotas) = (admissions.clone(), ns.clone(), quotas.clone());
+            let admissions = admissions.clone();
             async move {
-                let _ = tx.send(admissions.admit("t", &ns, &quotas, ask).await);
+                let _ = tx.send(one_more(&admissions, 1).await);
             }
         });
         // No refusal while the first runs: it may still fail.

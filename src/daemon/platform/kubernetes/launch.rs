@@ -103,16 +103,24 @@ impl KubernetesPlatform {
             _ => None,
         };
         let started = Instant::now();
-        let created = match self
-            .post_counted(namespace, name, &deployment, pvc.as_ref())
-            .await
-        {
-            Err(Failure::NoNamespace) => {
-                self.make_namespace(namespace).await?;
-                self.post_counted(namespace, name, &deployment, pvc.as_ref())
-                    .await
+        let mut made_namespace = false;
+        let created = loop {
+            match self.post(namespace, name, &deployment, pvc.as_ref()).await {
+                Err(Failure::NoNamespace) if !made_namespace => {
+                    self.make_namespace(namespace).await?;
+                    made_namespace = true;
+                }
+                // sbx's own check admitted the create; the tenant's backstop ResourceQuota
+                // takes a delete into account only once its quota controller has counted
+                // again, and refuses a create right after a delete meanwhile.
+                Err(Failure::Other(PlatformError::QuotaExceeded(why)))
+                    if why.contains(super::QUOTA_NAME) && started.elapsed() < BACKSTOP_LAG =>
+                {
+                    tracing::debug!(%namespace, sandbox = %name, %why, "the backstop ResourceQuota refused: again");
+                    tokio::time::sleep(BACKSTOP_RETRY).await;
+                }
+                other => break other,
             }
-            other => other,
         }
         .map_err(|f| match f {
             Failure::NoNamespace => PlatformError::NotFound(format!(
@@ -158,31 +166,6 @@ impl KubernetesPlatform {
             "launched"
         );
         Ok(())
-    }
-
-    /// [`Self::post`], again while the tenant's backstop ResourceQuota refuses it for
-    /// [`BACKSTOP_LAG`] at most: sbx's own check admitted the create, and the ResourceQuota's
-    /// usage takes a delete into account only once the quota controller has counted it again
-    /// (a create right after a delete would be refused meanwhile).
-    async fn post_counted(
-        &self,
-        namespace: &str,
-        name: &str,
-        deployment: &Deployment,
-        pvc: Option<&PersistentVolumeClaim>,
-    ) -> Result<Deployment, Failure> {
-        let started = Instant::now();
-        loop {
-            match self.post(namespace, name, deployment, pvc).await {
-                Err(Failure::Other(PlatformError::QuotaExceeded(why)))
-                    if why.contains(super::QUOTA_NAME) && started.elapsed() < BACKSTOP_LAG =>
-                {
-                    tracing::debug!(%namespace, sandbox = %name, %why, "the backstop ResourceQuota refused: again");
-                    tokio::time::sleep(BACKSTOP_RETRY).await;
-                }
-                other => return other,
-            }
-        }
     }
 
     /// POSTs the Deployment and the root PVC together; returns the Deployment as written.
