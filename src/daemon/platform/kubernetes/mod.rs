@@ -208,6 +208,8 @@ pub struct KubernetesPlatform {
     leases: lease::Known,
     /// This replica's claim on the leader Lease.
     leader: lease::Leader,
+    /// When the API server last answered a readiness check (see [`SLOW_GRACE`]).
+    answered: Mutex<Option<std::time::Instant>>,
     /// Sandbox Deployments as watched.
     deployment_cache: cache::Cache<Deployment>,
     /// Their Pods as watched.
@@ -231,6 +233,15 @@ pub struct KubernetesPlatform {
     /// once.
     tenant_changes: cache::Changes,
 }
+
+/// How long a readiness check waits for the API server's answer.
+const ANSWER_WITHIN: Duration = Duration::from_millis(800);
+
+/// How long after its last answer an API server that does not answer within [`ANSWER_WITHIN`]
+/// still counts as answering: a saturated API server is slow, not lost, and every replica
+/// leaving its Service at once would make slowness an outage. One that refuses or fails counts
+/// as lost at once.
+const SLOW_GRACE: Duration = Duration::from_secs(30);
 
 /// How long a read of the node dedications is reused (another replica's change shows
 /// within this).
@@ -321,6 +332,7 @@ impl KubernetesPlatform {
             ),
             client,
             touched: Mutex::new(HashMap::new()),
+            answered: Mutex::new(Some(std::time::Instant::now())),
             activity_written: Mutex::new(HashMap::new()),
             dedications: Mirror::new(),
             settings,
@@ -692,12 +704,27 @@ impl Platform for KubernetesPlatform {
         self.leases.checks.register(registry);
     }
 
-    /// Ready while the API server answers (within 2 s) and every watch cache is in step.
+    /// Ready while the API server answers (within [`ANSWER_WITHIN`], or slower for no longer
+    /// than [`SLOW_GRACE`]) and every watch cache is in step. The kubelet's probe waits 1 s.
     async fn ready(&self) -> Result<(), String> {
-        match tokio::time::timeout(Duration::from_secs(2), self.client.apiserver_version()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(format!("the Kubernetes API server is unreachable: {e}")),
-            Err(_) => return Err("the Kubernetes API server did not answer within 2 s".into()),
+        let answered = || self.answered.lock().unwrap_or_else(|e| e.into_inner());
+        match tokio::time::timeout(ANSWER_WITHIN, self.client.apiserver_version()).await {
+            Ok(Ok(_)) => *answered() = Some(std::time::Instant::now()),
+            Ok(Err(e)) => {
+                *answered() = None;
+                return Err(format!("the Kubernetes API server is unreachable: {e}"));
+            }
+            Err(_) => {
+                let last = *answered();
+                if last.is_none_or(|at| at.elapsed() > SLOW_GRACE) {
+                    return Err(format!(
+                        "the Kubernetes API server has not answered for {} s (a check waits {} ms)",
+                        SLOW_GRACE.as_secs(),
+                        ANSWER_WITHIN.as_millis()
+                    ));
+                }
+                tracing::debug!("the API server is slow to answer the readiness check");
+            }
         }
         let caches = [
             ("sandbox Deployments", self.deployment_cache.in_step()),
