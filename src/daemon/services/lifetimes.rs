@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::sandboxes::SandboxService;
 use super::tenants::Owner;
 use crate::daemon::error::{ServiceError, ServiceResult};
-use crate::daemon::platform::Lifetime;
+use crate::daemon::platform::{Lifetime, PlatformError};
 use crate::shared::exec_stream::{ExecSession, Frame};
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, MAX_LIFETIME_SECONDS, MIN_LIFETIME_SECONDS, Sandbox, SandboxPatch,
@@ -130,7 +130,8 @@ impl SandboxService {
     }
 
     /// On the leader, every second: deletes the sandboxes past their deadline and pauses the
-    /// running ones idle for longer than their idle timeout (forever).
+    /// running ones idle for longer than their idle timeout (forever). Only the sandboxes the
+    /// platform names as due are read.
     pub async fn lifetimes_loop(self: std::sync::Arc<Self>) {
         let mut tick = tokio::time::interval(CHECK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -139,36 +140,49 @@ impl SandboxService {
             if !self.tenancy.is_leader() {
                 continue;
             }
-            let sandboxes = match self.sandboxes.list_sandboxes(None).await {
-                Ok(list) => list,
+            let now = now_unix();
+            let due = match self.sandboxes.due_sandboxes(now).await {
+                Ok(due) => due,
                 Err(e) => {
                     tracing::warn!(error = %e, "listing sandboxes for their lifetimes");
                     continue;
                 }
             };
-            let now = now_unix();
-            for s in sandboxes {
-                let (namespace, name) = (s.namespace.as_str(), s.name.as_str());
-                if s.status == SandboxStatus::Terminating {
-                    continue;
-                }
-                if unix(s.expires_at.as_deref()).is_some_and(|t| t <= now) {
-                    tracing::info!(%namespace, %name, "the sandbox's TTL passed: deleting it");
-                    if let Err(e) = self.sandboxes.delete_sandbox(namespace, name).await {
-                        tracing::warn!(%namespace, %name, error = %e, "deleting an expired sandbox");
-                    }
-                    continue;
-                }
-                let idle_since = unix(s.last_activity_at.as_deref());
-                if let (SandboxStatus::Running, Some(idle), Some(last)) =
-                    (s.status, s.idle_timeout_seconds, idle_since)
-                {
-                    if last + idle as i64 <= now {
-                        tracing::info!(%namespace, %name, idle, "the sandbox was idle: pausing it");
-                        if let Err(e) = self.sandboxes.pause_sandbox(namespace, name).await {
-                            tracing::warn!(%namespace, %name, error = %e, "pausing an idle sandbox");
-                        }
-                    }
+            for (namespace, name) in due {
+                self.end_of_lifetime(&namespace, &name, now).await;
+            }
+        }
+    }
+
+    /// Deletes a sandbox past its deadline, or pauses it when it runs and was idle for longer
+    /// than its idle timeout, as its record says now.
+    async fn end_of_lifetime(&self, namespace: &str, name: &str, now: i64) {
+        let s = match self.sandboxes.get_sandbox(namespace, name).await {
+            Ok(s) => s,
+            Err(PlatformError::NotFound(_)) => return,
+            Err(e) => {
+                tracing::warn!(%namespace, %name, error = %e, "reading a sandbox for its lifetime");
+                return;
+            }
+        };
+        if s.status == SandboxStatus::Terminating {
+            return;
+        }
+        if unix(s.expires_at.as_deref()).is_some_and(|t| t <= now) {
+            tracing::info!(%namespace, %name, "the sandbox's TTL passed: deleting it");
+            if let Err(e) = self.sandboxes.delete_sandbox(namespace, name).await {
+                tracing::warn!(%namespace, %name, error = %e, "deleting an expired sandbox");
+            }
+            return;
+        }
+        let idle_since = unix(s.last_activity_at.as_deref());
+        if let (SandboxStatus::Running, Some(idle), Some(last)) =
+            (s.status, s.idle_timeout_seconds, idle_since)
+        {
+            if last + idle as i64 <= now {
+                tracing::info!(%namespace, %name, idle, "the sandbox was idle: pausing it");
+                if let Err(e) = self.sandboxes.pause_sandbox(namespace, name).await {
+                    tracing::warn!(%namespace, %name, error = %e, "pausing an idle sandbox");
                 }
             }
         }

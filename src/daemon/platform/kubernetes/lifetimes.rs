@@ -2,7 +2,7 @@
 //! SbxdSandbox record), which every replica's watch sees and the leader acts on. A patch of a
 //! Deployment's own annotations changes nothing in its Pods.
 use super::objects::names::ACTIVITY_ANNOTATION;
-use super::objects::sandboxes::lifetime_annotations;
+use super::objects::sandboxes::{last_activity, lifetime_annotations, lifetime_of};
 use super::*;
 use crate::daemon::platform::Lifetime;
 use crate::shared::timestamp::now_unix;
@@ -83,5 +83,38 @@ impl KubernetesPlatform {
         if let Err(e) = self.annotate(namespace, name, annotations).await {
             tracing::debug!(%namespace, %name, error = %e, "recording a sandbox's activity");
         }
+    }
+}
+
+impl KubernetesPlatform {
+    /// The sandboxes due for the leader's lifetime check, from the objects alone: only a ready
+    /// Deployment not scaled to zero (paused) can be idle; one being deleted is not due.
+    pub(super) async fn due(&self, now: i64) -> PlatformResult<Vec<(String, String)>> {
+        let mut due = Vec::new();
+        let mut check = |meta: &kube::api::ObjectMeta, may_run: bool| {
+            let lifetime = lifetime_of(meta);
+            if meta.deletion_timestamp.is_some() || lifetime == Lifetime::default() {
+                return;
+            }
+            let created = objects::sbxd::created(meta, now);
+            if lifetime.due(last_activity(meta, created), may_run, now) {
+                due.push((
+                    meta.namespace.clone().unwrap_or_default(),
+                    meta.name.clone().unwrap_or_default(),
+                ));
+            }
+        };
+        for d in self.sandbox_deployments(None).await? {
+            let scaled_up = d.spec.replicas != Some(0);
+            let ready = d.status.as_ref().and_then(|s| s.ready_replicas) >= Some(1);
+            check(&d.metadata, scaled_up && ready);
+        }
+        for r in self.sbxd_records(None).await? {
+            check(
+                &r.metadata,
+                r.status.as_ref().is_some_and(|s| s.phase == "Running"),
+            );
+        }
+        Ok(due)
     }
 }

@@ -221,4 +221,8 @@ impl SandboxBackend for KubernetesPlatform {
     async fn touch_sandbox(&self, namespace: &str, name: &str) {
         self.write_activity(namespace, name).await
     }
+
+    async fn due_sandboxes(&self, now: i64) -> PlatformResult<Vec<(String, String)>> {
+        self.due(now).await
+    }
 }

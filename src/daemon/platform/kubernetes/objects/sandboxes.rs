@@ -585,6 +585,16 @@ pub fn lifetime_of(meta: &kube::api::ObjectMeta) -> crate::daemon::platform::Lif
     }
 }
 
+/// A sandbox object's last activity, Unix seconds: its annotation, or `created` until one is
+/// written.
+pub fn last_activity(meta: &kube::api::ObjectMeta, created: i64) -> i64 {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(ACTIVITY_ANNOTATION))
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(created)
+}
+
 /// The lifetime fields of a sandbox record (`expires_at`, `idle_timeout_seconds`,
 /// `last_activity_at`): its object's annotations (the last activity is its creation until one
 /// is written).
@@ -593,12 +603,7 @@ pub fn lifetime_fields(
     created: i64,
 ) -> (Option<String>, Option<u64>, Option<String>) {
     let lifetime = lifetime_of(meta);
-    let activity = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ACTIVITY_ANNOTATION))
-        .and_then(|v| v.parse::<i64>().ok())
-        .unwrap_or(created);
+    let activity = last_activity(meta, created);
     let time = crate::shared::timestamp::format_rfc3339_utc;
     (
         lifetime.expires_at.map(time),
