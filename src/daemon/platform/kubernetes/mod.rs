@@ -448,7 +448,11 @@ impl KubernetesPlatform {
     }
 
     /// One sandbox's Deployment (404 worded as for a missing sandbox).
-    async fn sandbox_deployment(&self, namespace: &str, name: &str) -> PlatformResult<Deployment> {
+    async fn sandbox_deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> PlatformResult<Arc<Deployment>> {
         let missing = || {
             PlatformError::NotFound(format!(
                 "sandbox '{name}' not found in namespace '{namespace}'"
@@ -457,12 +461,13 @@ impl KubernetesPlatform {
         // A miss is read again from the API server: a sandbox just made by another replica
         // may not have reached this replica's watch yet.
         let found = match self.deployment_cache.get(namespace, name) {
-            Some(cached) => Some(Deployment::clone(&cached)),
+            Some(cached) => Some(cached),
             None => self
                 .deployments(Some(namespace))
                 .get_opt(name)
                 .await
-                .map_err(|e| kube_error(&format!("sandbox {name}"), e))?,
+                .map_err(|e| kube_error(&format!("sandbox {name}"), e))?
+                .map(Arc::new),
         }
         .ok_or_else(missing)?;
         let managed = found

@@ -78,7 +78,7 @@ impl SandboxBackend for KubernetesPlatform {
             return Ok(Self::sbxd_sandbox(&record));
         }
         let d = self.sandbox_deployment(namespace, name).await?;
-        let mut records = self.records(Some(namespace), &[Arc::new(d)]).await?;
+        let mut records = self.records(Some(namespace), &[d]).await?;
         let mut record = records
             .pop()
             .ok_or_else(|| PlatformError::Store("a sandbox record went missing".into()))?;

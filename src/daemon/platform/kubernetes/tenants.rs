@@ -281,7 +281,7 @@ impl TenantStore for KubernetesPlatform {
             return Ok(objects::sbxd::size(&record));
         }
         Ok(objects::sandboxes::size(
-            &self.sandbox_deployment(namespace, name).await?,
+            &*self.sandbox_deployment(namespace, name).await?,
         ))
     }
 
