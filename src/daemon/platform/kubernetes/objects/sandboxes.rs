@@ -483,8 +483,9 @@ pub fn pending_reason(events: &[k8s_openapi::api::core::v1::Event]) -> Option<St
     })
 }
 
-/// The sandbox record of a Deployment (and what its Pods say) at `now` (unix seconds).
-pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
+/// A sandbox Deployment's state (and what its Pods say): its status, whether it is ready, and
+/// why it fails or waits.
+pub fn state(deployment: &Deployment, pods: &PodView) -> (SandboxStatus, bool, String) {
     let meta = &deployment.metadata;
     let spec = &deployment.spec;
     let status = deployment.status.as_ref();
@@ -507,7 +508,7 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
             })
         })
         .map(|c| c.message.clone().unwrap_or_default());
-    let (state, ready, error) = if meta.deletion_timestamp.is_some() {
+    if meta.deletion_timestamp.is_some() {
         (SandboxStatus::Terminating, false, String::new())
     } else if wanted == 0 {
         (SandboxStatus::Paused, false, String::new())
@@ -521,7 +522,24 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
             false,
             pods.waiting.clone().unwrap_or_default(),
         )
-    };
+    }
+}
+
+/// The backend a sandbox Deployment runs on (its annotation).
+pub fn backend_of(deployment: &Deployment) -> String {
+    deployment
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
+        .unwrap_or_default()
+}
+
+/// The sandbox record of a Deployment (and what its Pods say) at `now` (unix seconds).
+pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
+    let meta = &deployment.metadata;
+    let spec = &deployment.spec;
+    let (state, ready, error) = state(deployment, pods);
     let created = meta
         .creation_timestamp
         .as_ref()
@@ -542,11 +560,7 @@ pub fn sandbox(deployment: &Deployment, pods: &PodView, now: i64) -> Sandbox {
         age: format_age((now - created).max(0) as u64),
         image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
         error_message: error,
-        backend: meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(BACKEND_ANNOTATION).cloned())
-            .unwrap_or_default(),
+        backend: backend_of(deployment),
         labels: crate::shared::labels::user_labels(meta.labels.as_ref()),
         expires_at,
         idle_timeout_seconds,
