@@ -502,6 +502,13 @@ pub trait TenantStore: Send + Sync {
     /// What the sandboxes and snapshots of these namespaces reserve.
     async fn reservation(&self, namespaces: &[String]) -> PlatformResult<Reservation>;
 
+    /// [`TenantStore::reservation`] as this replica sees it: a platform may answer from what
+    /// it holds in memory, which may lag the store by a watch's delay (for `status.usage`,
+    /// never for a quota decision).
+    async fn reservation_seen(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        self.reservation(namespaces).await
+    }
+
     /// [`TenantStore::reservation`] for a quota check under the tenant's lock (from
     /// [`TenantStore::lock_tenant`]; `writes`: its [`HeldLock::writes`]). A platform may
     /// answer from what it holds in memory when the lock says that holds every write made

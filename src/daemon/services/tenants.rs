@@ -258,8 +258,8 @@ impl TenantService {
         Ok(status_of(used, tenant.generation))
     }
 
-    /// Observes a tenant and writes its status (after a spec change, and by the leader's
-    /// refresh); the status read back from the store is the one every replica shows.
+    /// Observes a tenant and writes its status (after a spec change); the status read back
+    /// from the store is the one every replica shows.
     async fn write_status(&self, tenant: &StoredTenant) -> ServiceResult<TenantStatus> {
         let status = self.observe(tenant).await?;
         self.tenancy
@@ -326,13 +326,30 @@ impl TenantService {
         }
     }
 
-    /// Rewrites every tenant's status (the 60-second sweep of the leader).
+    /// Rewrites every tenant's status that changed (the 60-second sweep of the leader).
     pub async fn refresh_statuses(&self) {
         let Ok(tenants) = self.all().await else {
             return;
         };
         for tenant in tenants {
-            if let Err(e) = self.write_status(&tenant).await {
+            let refreshed = async {
+                // As this replica's watches see it: a list of every namespace's objects from
+                // the API server each minute otherwise.
+                let used = self
+                    .tenancy
+                    .reservation_seen(&tenant.spec.namespaces)
+                    .await?;
+                let status = status_of(used, tenant.generation);
+                // Unchanged, it is not written again (each write is a watch event for every
+                // replica).
+                if tenant.status.as_ref() != Some(&status) {
+                    self.tenancy
+                        .write_tenant_status(&tenant.name, &status)
+                        .await?;
+                }
+                Ok::<_, ServiceError>(())
+            };
+            if let Err(e) = refreshed.await {
                 tracing::warn!(tenant = %tenant.name, error = %e.message, "tenant status refresh failed");
             }
         }

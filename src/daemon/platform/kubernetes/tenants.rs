@@ -259,6 +259,13 @@ impl TenantStore for KubernetesPlatform {
         Ok(self.read_reservation(namespaces).await?.0)
     }
 
+    async fn reservation_seen(&self, namespaces: &[String]) -> PlatformResult<Reservation> {
+        match self.cached_total(namespaces) {
+            Some(total) => Ok(total),
+            None => self.reservation(namespaces).await,
+        }
+    }
+
     /// From the watch caches when the tenant's Lease says how far they must be to hold every
     /// write made under it (`writes`), and they get there within [`CATCH_UP`]; else read from
     /// the API server. The basis passed on is what the read covered (see [`Revisions`]).
@@ -499,6 +506,11 @@ impl KubernetesPlatform {
             );
             return None;
         }
+        self.cached_total(namespaces)
+    }
+
+    /// What `namespaces` hold in the watch caches (`None` while one is not in step).
+    fn cached_total(&self, namespaces: &[String]) -> Option<Reservation> {
         let mut total = Reservation::default();
         for ns in namespaces {
             total += reserved(
