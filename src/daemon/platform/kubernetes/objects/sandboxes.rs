@@ -626,6 +626,23 @@ pub fn lifetime_fields(
     )
 }
 
+/// The root disk size its recorded template gives a sandbox Deployment, read alone: a quota
+/// check sums a tenant's every Deployment, the usage accrual every sandbox's each 5 s, and the
+/// whole template (strings, lists, a map) is built for nothing there.
+fn recorded_root_disk(deployment: &Deployment) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct RootDisk {
+        root_disk_bytes: Option<u64>,
+    }
+    let raw = deployment
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TEMPLATE_ANNOTATION)?;
+    serde_json::from_str::<RootDisk>(raw).ok()?.root_disk_bytes
+}
+
 /// What a sandbox Deployment reserves: its container's limits, and its root volume (kql) as
 /// disk beside the ephemeral-storage limit.
 pub fn size(deployment: &Deployment) -> Reservation {
@@ -639,10 +656,7 @@ pub fn size(deployment: &Deployment) -> Reservation {
         .and_then(|r| r.limits.clone())
         .unwrap_or_default();
     let parse = |key: &str| limits.get(key).and_then(|q| Quantity::parse(&q.0).ok());
-    let root = SandboxTemplate::recorded(deployment)
-        .ok()
-        .and_then(|t| t.root_disk_bytes)
-        .unwrap_or(0);
+    let root = recorded_root_disk(deployment).unwrap_or(0);
     let ephemeral = parse("ephemeral-storage")
         .map(|q| q.value_ceil() as u64)
         .unwrap_or(0);
@@ -748,6 +762,35 @@ mod tests {
                 {"key": TENANT_LABEL, "operator": "Equal", "value": "acme", "effect": "NoSchedule"},
                 {"key": "sbx.io/sandboxes", "operator": "Exists", "effect": "NoSchedule"},
             ])
+        );
+    }
+
+    #[test]
+    fn a_deployment_reserves_its_limits_and_its_recorded_root_disk() {
+        let template = SandboxTemplate {
+            image: "busybox".into(),
+            backend: crate::daemon::platform::kubernetes::KQL_BACKEND.into(),
+            cpu_millis: Some(250),
+            memory_bytes: Some(256 << 20),
+            ephemeral_bytes: Some(1 << 30),
+            root_disk_bytes: Some(5 << 30),
+            capabilities: vec!["CAP_CHOWN".into()],
+            labels: [("team".to_string(), "a".to_string())].into(),
+            ..Default::default()
+        };
+        let settings = KubernetesSettings::default();
+        let object = deployment("ns", "s", &template, None, None, &settings);
+        let d: Deployment = serde_json::from_value(object).unwrap();
+        let size = size(&d);
+        assert_eq!(
+            (size.sandboxes, size.cpu_millis, size.memory_bytes),
+            (1, 250, 256 << 20)
+        );
+        assert_eq!(size.root_disk_bytes, 5 << 30);
+        assert_eq!(size.disk_bytes, (1 << 30) + (5 << 30));
+        assert_eq!(
+            SandboxTemplate::recorded(&d).unwrap().root_disk_bytes,
+            Some(size.root_disk_bytes)
         );
     }
 }
