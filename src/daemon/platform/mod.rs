@@ -6,7 +6,10 @@
 pub mod images;
 pub mod install;
 pub mod kubernetes;
+mod lifetime;
 pub mod local;
+
+pub use lifetime::Lifetime;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +19,7 @@ use async_trait::async_trait;
 use crate::daemon::platform::images::ImageBackend;
 use crate::shared::exec_stream::{ExecSession, ExecStreamQuery};
 use crate::shared::models::identity::{ApiKey, RoleBindings};
-use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics, SandboxStatus};
+use crate::shared::models::sandbox::{ExecResponse, Sandbox, SandboxMetrics};
 use crate::shared::models::snapshot::{GcResult, Snapshot, SnapshotKind};
 use crate::shared::models::tenant::{TenantSpec, TenantStatus};
 
@@ -191,30 +194,6 @@ pub struct SandboxOwner {
     pub name: String,
     /// Its `spec.limits.network`.
     pub network: Option<crate::shared::models::tenant::NetworkLimits>,
-}
-
-/// A sandbox's lifetime: the leader deletes it at `expires_at` and pauses it once
-/// `idle_timeout_seconds` passed since its last activity (an exec, a stream, a file transfer,
-/// its create or resume).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Lifetime {
-    /// Unix seconds at which it is deleted (`None`: never).
-    pub expires_at: Option<i64>,
-    /// Seconds without activity before it is paused (`None`: never).
-    pub idle_timeout_seconds: Option<u64>,
-}
-
-impl Lifetime {
-    /// Whether a sandbox of this lifetime, last active at `last_activity`, is due for the
-    /// leader's check at `now` (Unix seconds): past its deadline, or idle past its timeout
-    /// while it `may_run` (a paused or stopped sandbox is not paused again).
-    pub fn due(&self, last_activity: i64, may_run: bool, now: i64) -> bool {
-        self.expires_at.is_some_and(|t| t <= now)
-            || (may_run
-                && self.idle_timeout_seconds.is_some_and(|idle| {
-                    last_activity.saturating_add(i64::try_from(idle).unwrap_or(i64::MAX)) <= now
-                }))
-    }
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
@@ -650,23 +629,7 @@ pub trait SandboxBackend: Send + Sync {
     /// answer from its lifetimes alone (Kubernetes: the objects' annotations, not 10,000
     /// records built each second); this default reads the records.
     async fn due_sandboxes(&self, now: i64) -> PlatformResult<Vec<(String, String)>> {
-        let unix =
-            |t: Option<&str>| t.and_then(|t| crate::shared::timestamp::parse_timestamp(t).ok());
-        Ok(self
-            .list_sandboxes(None)
-            .await?
-            .into_iter()
-            .filter(|s| {
-                let lifetime = Lifetime {
-                    expires_at: unix(s.expires_at.as_deref()),
-                    idle_timeout_seconds: s.idle_timeout_seconds,
-                };
-                let last = unix(s.last_activity_at.as_deref()).unwrap_or(now);
-                s.status != SandboxStatus::Terminating
-                    && lifetime.due(last, s.status == SandboxStatus::Running, now)
-            })
-            .map(|s| (s.namespace, s.name))
-            .collect())
+        Ok(lifetime::due_records(self.list_sandboxes(None).await?, now))
     }
 
     /// Records activity in a sandbox now (best effort; a platform may record it coarsely, to
@@ -782,35 +745,4 @@ pub fn host_node_name() -> String {
         .and_then(|h| h.into_string().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Lifetime;
-
-    #[test]
-    fn a_lifetime_is_due_past_its_deadline_or_idle_past_its_timeout_while_running() {
-        let now = 1_000;
-        let ttl = |at| Lifetime {
-            expires_at: Some(at),
-            idle_timeout_seconds: None,
-        };
-        let idle = |seconds| Lifetime {
-            expires_at: None,
-            idle_timeout_seconds: Some(seconds),
-        };
-        assert!(
-            ttl(now).due(0, false, now),
-            "a deadline reached, paused or not"
-        );
-        assert!(!ttl(now + 1).due(0, true, now));
-        assert!(idle(60).due(now - 60, true, now));
-        assert!(!idle(60).due(now - 59, true, now));
-        assert!(
-            !idle(60).due(0, false, now),
-            "a paused sandbox is not paused again"
-        );
-        assert!(!Lifetime::default().due(0, true, now));
-        assert!(!idle(u64::MAX).due(i64::MAX, true, now), "no overflow");
-    }
 }

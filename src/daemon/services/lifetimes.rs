@@ -14,7 +14,7 @@ use crate::shared::models::sandbox::{
     CreateSandboxRequest, MAX_LIFETIME_SECONDS, MIN_LIFETIME_SECONDS, Sandbox, SandboxPatch,
     SandboxStatus,
 };
-use crate::shared::timestamp::{now_unix, parse_timestamp};
+use crate::shared::timestamp::now_unix;
 
 /// How often the leader looks at the sandboxes' deadlines and idle times.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -80,11 +80,6 @@ pub async fn apply_tenant_ttl(
     Ok(())
 }
 
-/// A record's time field as unix seconds.
-fn unix(text: Option<&str>) -> Option<i64> {
-    text.and_then(|t| parse_timestamp(t).ok())
-}
-
 impl SandboxService {
     /// Changes a sandbox's lifetime: a TTL counts from now; `null` removes a setting (the
     /// TTL only when its tenant sets no maximum). The sandbox as it is then.
@@ -96,10 +91,7 @@ impl SandboxService {
     ) -> ServiceResult<Sandbox> {
         let current = self.get(namespace, name).await?;
         let owner = self.tenants.owner(namespace).await?;
-        let mut lifetime = Lifetime {
-            expires_at: unix(current.expires_at.as_deref()),
-            idle_timeout_seconds: current.idle_timeout_seconds,
-        };
+        let (mut lifetime, _) = Lifetime::of_record(&current);
         match patch.ttl_seconds {
             None => {}
             Some(None) => {
@@ -165,25 +157,21 @@ impl SandboxService {
                 return;
             }
         };
+        let (lifetime, last) = Lifetime::of_record(&s);
         if s.status == SandboxStatus::Terminating {
             return;
         }
-        if unix(s.expires_at.as_deref()).is_some_and(|t| t <= now) {
+        if lifetime.expired(now) {
             tracing::info!(%namespace, %name, "the sandbox's TTL passed: deleting it");
             if let Err(e) = self.sandboxes.delete_sandbox(namespace, name).await {
                 tracing::warn!(%namespace, %name, error = %e, "deleting an expired sandbox");
             }
             return;
         }
-        let idle_since = unix(s.last_activity_at.as_deref());
-        if let (SandboxStatus::Running, Some(idle), Some(last)) =
-            (s.status, s.idle_timeout_seconds, idle_since)
-        {
-            if last + idle as i64 <= now {
-                tracing::info!(%namespace, %name, idle, "the sandbox was idle: pausing it");
-                if let Err(e) = self.sandboxes.pause_sandbox(namespace, name).await {
-                    tracing::warn!(%namespace, %name, error = %e, "pausing an idle sandbox");
-                }
+        if s.status == SandboxStatus::Running && last.is_some_and(|l| lifetime.idle(l, now)) {
+            tracing::info!(%namespace, %name, idle = ?lifetime.idle_timeout_seconds, "the sandbox was idle: pausing it");
+            if let Err(e) = self.sandboxes.pause_sandbox(namespace, name).await {
+                tracing::warn!(%namespace, %name, error = %e, "pausing an idle sandbox");
             }
         }
     }
