@@ -180,7 +180,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "tenants/status",
         &["patch"],
         Scope::Cluster,
-        "a tenant's `status.usage`, written when its spec changes and every 60 s by the leader replica",
+        "a tenant's `status.usage`, written when its spec changes and, when it changed, by the leader replica's 60-second refresh (from its watch caches)",
     ),
     rule(
         "sbx.io",
