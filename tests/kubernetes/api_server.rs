@@ -112,10 +112,18 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
+    // Gone once its leader is a zombie and no other thread is left: the leader turns zombie
+    // while its other threads still exit, and the last of them closes the listening socket.
+    let threads = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
     while std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        && (!std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .unwrap_or_default()
             .contains(") Z ")
+            || threads() > 1)
     {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -161,6 +169,22 @@ async fn losing_the_api_server_later_is_503_in_the_envelope_until_it_returns() {
     );
     // It comes back (the same program and flags: same port, certificates and etcd), and so
     // does the daemon, without a restart.
+    // Its port free again first (std binds with SO_REUSEADDR, as the API server does).
+    let port: u16 = apiserver
+        .iter()
+        .position(|a| a == "--secure-port")
+        .and_then(|i| apiserver.get(i + 1))
+        .expect("the API server's --secure-port")
+        .parse()
+        .unwrap();
+    let freed = Instant::now();
+    while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        assert!(
+            freed.elapsed() < Duration::from_secs(30),
+            "port {port} of the killed API server still in use after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let returned_log = state.join("kube-apiserver.returned.log");
     own.returned = Some(
         std::process::Command::new(&apiserver[0])
