@@ -452,8 +452,13 @@ fn inventory(daemon: &Daemon, net: &TestNet) -> Vec<String> {
     let mut found = sbxd::leftovers(daemon, None);
     found.extend(sbxd::network_objects(net));
     let data_text = data.display().to_string();
-    for dir in ["snapshot-layers", "checkpoints"] {
-        found.extend(entries(&data.join(dir)).map(|e| format!("{dir}/{e}")));
+    // (`checkpoints/.criu-run` is the daemon's own: CRIU's kernel probe.)
+    for dir in ["snapshot-layers", "checkpoints", "checkpoints.disk"] {
+        found.extend(
+            entries(&data.join(dir))
+                .filter(|e| e != ".criu-run")
+                .map(|e| format!("{dir}/{e}")),
+        );
     }
     let root = data.join("runtime").join("runc");
     let containers = ok(

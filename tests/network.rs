@@ -803,7 +803,7 @@ async fn attach_to_an_existing_process_namespace() {
         lab.router_links()
     );
     assert!(!a.netns_path.exists());
-    net.plug(&a, Some(pid), false).await.unwrap();
+    net.plug(&a, Some(pid)).await.unwrap();
     let process_ns = PathBuf::from(format!("/proc/{pid}/ns/net"));
     assert_eq!(
         std::fs::metadata(&a.netns_path).unwrap().ino(),

@@ -3,6 +3,7 @@
 //! logs. The engine (`engine`) drives them; the local platform owns state and the lifecycle.
 pub mod bundle;
 pub mod cgroup;
+pub mod criu;
 pub mod engine;
 pub mod flatten;
 pub mod idmap;

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use tokio::process::Command;
 
 use crate::runtime::RuntimeError;
+use crate::runtime::criu::PrivateRun;
 
 /// Which OCI runtime CLI runs the sandboxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -118,8 +119,13 @@ impl Runc {
     }
 
     async fn run(&self, args: &[&str]) -> Result<String, RuntimeError> {
-        let output = self
-            .command(args)
+        self.output(self.command(args), args).await
+    }
+
+    /// Runs `cmd` (made by [`Runc::command`] with `args`): its stdout, or its stderr as the
+    /// error.
+    async fn output(&self, mut cmd: Command, args: &[&str]) -> Result<String, RuntimeError> {
+        let output = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .output()
@@ -145,13 +151,16 @@ impl Runc {
         self.run(&["pause", id]).await.map(drop)
     }
 
-    /// Dumps the container's processes with CRIU into `images` and leaves them running.
-    /// On failure the message ends with the errors of CRIU's own log.
+    /// Dumps the container's processes with CRIU into `images` and leaves them running. The
+    /// network namespace's links, addresses and rules are not dumped (`--empty-ns network`):
+    /// a clone gets a network of its own. `private_run` gives CRIU a `/run` to keep its kernel
+    /// probe in. On failure the message ends with the errors of CRIU's own log.
     pub async fn checkpoint(
         &self,
         id: &str,
         criu: &Path,
         images: &Path,
+        private_run: Option<PrivateRun>,
     ) -> Result<(), RuntimeError> {
         let (criu, images) = (criu.display().to_string(), images.display().to_string());
         let args = [
@@ -159,30 +168,42 @@ impl Runc {
             &criu,
             "checkpoint",
             "--leave-running",
+            "--empty-ns",
+            "network",
             "--image-path",
             &images,
             "--work-path",
             &images,
             id,
         ];
-        self.run(&args).await.map(drop).map_err(|e| match e {
-            RuntimeError::Command { command, message } => {
-                let log = std::fs::read_to_string(Path::new(&images).join("dump.log"))
-                    .unwrap_or_default();
-                let errors: Vec<&str> = log
-                    .lines()
-                    .filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE"))
-                    .take(3)
-                    .collect();
-                RuntimeError::Command {
-                    command,
-                    message: format!("{message} {}", errors.join("; "))
-                        .trim()
-                        .to_string(),
-                }
+        let mut cmd = self.command(&args);
+        if let Some(private_run) = private_run {
+            // SAFETY: `enter` makes raw system calls only.
+            unsafe {
+                cmd.pre_exec(move || private_run.enter());
             }
-            other => other,
-        })
+        }
+        self.output(cmd, &args)
+            .await
+            .map(drop)
+            .map_err(|e| match e {
+                RuntimeError::Command { command, message } => {
+                    let log = std::fs::read_to_string(Path::new(&images).join("dump.log"))
+                        .unwrap_or_default();
+                    let errors: Vec<&str> = log
+                        .lines()
+                        .filter(|l| l.contains("Error") && !l.contains("RLIMIT_NOFILE"))
+                        .take(3)
+                        .collect();
+                    RuntimeError::Command {
+                        command,
+                        message: format!("{message} {}", errors.join("; "))
+                            .trim()
+                            .to_string(),
+                    }
+                }
+                other => other,
+            })
     }
 
     /// Thaws a paused container.

@@ -51,6 +51,10 @@ pub struct ShimArgs {
     /// CRIU binary for `--restore-from`.
     #[arg(long, default_value = "criu")]
     pub criu: PathBuf,
+    /// For `--restore-from`: a dir of a tmpfs that the restore sees as `/run`, where CRIU
+    /// keeps its kernel probe (a host whose `/run` is no tmpfs).
+    #[arg(long)]
+    pub criu_run: Option<PathBuf>,
 }
 
 /// The shim's one-line report to the daemon.
@@ -195,10 +199,24 @@ pub fn run(args: &ShimArgs) -> i32 {
                 .arg(&args.criu)
                 .arg("restore")
                 .arg("--detach")
+                // The network comes from sbx, not the checkpoint.
+                .arg("--empty-ns")
+                .arg("network")
                 .arg("--image-path")
                 .arg(images)
                 .arg("--work-path")
                 .arg(images);
+        }
+    }
+    if let Some(private_run) = args
+        .criu_run
+        .as_deref()
+        .filter(|_| args.restore_from.is_some())
+        .and_then(crate::runtime::criu::PrivateRun::new)
+    {
+        // SAFETY: `enter` makes raw system calls only.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut runtime, move || private_run.enter());
         }
     }
     let status = runtime

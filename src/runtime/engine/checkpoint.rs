@@ -101,7 +101,12 @@ impl Sbxd {
         spec: &SandboxSpec,
     ) -> Result<(PathBuf, String, u64), RuntimeError> {
         let id = spec.id.as_str();
-        let images = self.checkpoints_dir.join(format!("{:016x}", rand_u64()));
+        let cgroup_path = cgroup::cgroups_path(id);
+        let memory = cgroup::stats(&cgroup_path).map_or(0, |s| s.memory_working_set);
+        let images = self
+            .checkpoints
+            .dir_for(memory)
+            .join(format!("{:016x}", rand_u64()));
         mkdir_private(&images)?;
         if let Some(map) = self.id_map {
             // CRIU's restored task reads some images from inside the sandbox's new user
@@ -117,21 +122,42 @@ impl Sbxd {
             std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o750))
                 .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))?;
         }
-        let cgroup_path = cgroup::cgroups_path(id);
         let freeze = !cgroup::is_frozen(&cgroup_path);
         if freeze {
             self.pause(id).await?;
         }
-        let captured = async {
-            self.runc.checkpoint(id, &self.config.criu, &images).await?;
-            self.copy_upper(spec).await
-        }
-        .await;
+        let frozen = Instant::now();
+        // Both read what the freeze holds still: the processes, and the writable layer.
+        let (dumped, copied) = tokio::join!(
+            self.runc.checkpoint(
+                id,
+                &self.config.criu,
+                &images,
+                self.checkpoints.private_run(),
+            ),
+            self.copy_upper(spec)
+        );
         if freeze {
             if let Err(e) = self.resume(id).await {
                 tracing::error!(sandbox = %id, error = %e, "thawing after a warm-fork checkpoint");
             }
+            tracing::info!(
+                sandbox = %id,
+                frozen_ms = frozen.elapsed().as_secs_f64() * 1000.0,
+                memory_bytes = memory,
+                images = %images.display(),
+                "warm-fork checkpoint: the source was frozen"
+            );
         }
+        let captured = match (dumped, copied) {
+            (Ok(()), copied) => copied,
+            (Err(e), copied) => {
+                if let Ok((layer, _)) = copied {
+                    self.remove_layers(&[layer]).await;
+                }
+                Err(e)
+            }
+        };
         match captured {
             Ok((layer, size)) => Ok((images, layer, size)),
             Err(e) => {
@@ -143,7 +169,7 @@ impl Sbxd {
 
     /// Removes a checkpoint dir made by [`Sbxd::capture_warm`].
     pub async fn remove_checkpoint(&self, images: &Path) {
-        if images.starts_with(&self.checkpoints_dir) {
+        if self.checkpoints.holds(images) {
             let _ = tokio::fs::remove_dir_all(images).await;
         }
     }

@@ -13,7 +13,6 @@ pub use stream::StreamRequest;
 use checkpoint::set_hostname;
 use pool::{Pool, PoolConfig, PoolMetrics, Prepared};
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -24,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::runtime::bundle::{self, BundleConfig};
+use crate::runtime::criu::CheckpointStore;
 use crate::runtime::idmap::{self, IdMap};
 use crate::runtime::images::{Image, ImageStore};
 use crate::runtime::network::{self, Egress, NetworkConfig, NetworkError, NetworkManager};
@@ -194,7 +194,7 @@ pub struct Sbxd {
     layers_view: PathBuf,
     layers_view_ready: tokio::sync::OnceCell<()>,
     /// CRIU images of warm forks in progress (emptied at start-up).
-    checkpoints_dir: PathBuf,
+    checkpoints: CheckpointStore,
     /// Whether CRIU can serve warm forks here, or why not (found out on first use).
     criu_check: tokio::sync::OnceCell<Result<(), String>>,
     /// Containers prepared ahead of creates.
@@ -284,27 +284,26 @@ impl Sbxd {
         } else {
             None
         };
-        let checkpoints_dir = data_dir.join("checkpoints");
+        let (memory, disk) = (
+            data_dir.join("checkpoints"),
+            data_dir.join("checkpoints.disk"),
+        );
         // Images of forks a crash interrupted are of no use any more, once the checkpoints
         // the crash left running are over.
         // (A checkpoint or restore in flight always has its images dir: with none, there is
         // nothing to wait for and no process list to read.)
-        if std::fs::read_dir(&checkpoints_dir).is_ok_and(|mut d| d.next().is_some()) {
+        if CheckpointStore::has_leftovers(&memory, &disk) {
             checkpoint::wait_for_orphaned_checkpoints(runc.root(), ORPHANED_CHECKPOINT_PATIENCE)
                 .await;
         }
-        let _ = std::fs::remove_dir_all(&checkpoints_dir);
-        mkdir_private(&checkpoints_dir)?;
-        if config.user_namespace {
-            std::fs::set_permissions(
-                &checkpoints_dir,
-                std::os::unix::fs::PermissionsExt::from_mode(0o711),
-            )
-            .map_err(|e| RuntimeError::io("chmod the checkpoints dir", e))?;
-        }
+        let checkpoints = CheckpointStore::prepare(
+            &memory,
+            &disk,
+            if config.user_namespace { 0o711 } else { 0o700 },
+        )?;
         Ok(Sbxd {
             pool: Pool::new(config.pool.clone(), pool_metrics),
-            checkpoints_dir,
+            checkpoints,
             criu_check: tokio::sync::OnceCell::new(),
             id_map,
             layers_view: data_dir.join("images-idmapped"),

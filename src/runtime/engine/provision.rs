@@ -72,10 +72,7 @@ impl Sbxd {
         let pid = pid?;
         let attachment = attachment?;
         phases.mark("create");
-        // A restored sandbox comes back with the source's eth0 (and address): replace it.
-        network
-            .plug(&attachment, Some(pid as u32), checkpoint.is_some())
-            .await?;
+        network.plug(&attachment, Some(pid as u32)).await?;
         phases.mark("network");
         if checkpoint.is_some() {
             set_hostname(pid, &spec.name).await?;
@@ -122,7 +119,7 @@ impl Sbxd {
         );
         named?;
         let attachment = attachment?;
-        network.plug(&attachment, Some(pid as u32), false).await?;
+        network.plug(&attachment, Some(pid as u32)).await?;
         phases.mark("network");
         self.runc.start(&spec.id).await?;
         phases.mark("start");
@@ -300,26 +297,13 @@ impl Sbxd {
         if let Some(map) = self.id_map {
             cmd.arg("--stdio-owner").arg(map.host_id(0).to_string());
         }
-        // CRIU brings the sandbox's veth back with its other end in CRIU's own network
-        // namespace: run a restore on the host side of the sandbox network, where that end is
-        // replaced at once.
-        let host_netns = match (restore_from, self.network_config.host_netns.as_deref()) {
-            (Some(_), Some(name)) => Some(
-                std::fs::File::open(Path::new(network::NETNS_DIR).join(name))
-                    .map_err(|e| RuntimeError::io("open the host-side netns", e))?,
-            ),
-            _ => None,
-        };
-        let host_netns_fd = host_netns.as_ref().map(|f| f.as_raw_fd());
-        // SAFETY: setsid and setns are async-signal-safe; the shim must leave the daemon's
-        // session so that it survives the daemon. The netns file stays open until `spawn`.
+        if let (Some(_), Some(run)) = (restore_from, self.checkpoints.run_dir()) {
+            cmd.arg("--criu-run").arg(run);
+        }
+        // SAFETY: setsid is async-signal-safe; the shim must leave the daemon's session so
+        // that it survives the daemon.
         unsafe {
-            cmd.pre_exec(move || {
-                if let Some(fd) = host_netns_fd {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
+            cmd.pre_exec(|| {
                 nix::unistd::setsid()
                     .map(drop)
                     .map_err(std::io::Error::from)

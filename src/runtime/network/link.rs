@@ -87,39 +87,18 @@ async fn no_ipv6_addresses(handle: &Handle, index: u32, name: &str) -> Result<()
 /// The veth pair of `att`'s slot, its sandbox end made straight in the namespace bind-mounted
 /// at `att.netns_path` as `eth0` (moving a link between namespaces later would wait for an
 /// RCU grace period, ~10 ms), then both ends configured: the gateway address on the host end,
-/// the sandbox's address, `eth0` and `lo` up and the default route inside. With `replace`, an
-/// `eth0` the namespace already has (a CRIU restore brings back the source's) is deleted
-/// first. Returns whether the pair was made (false: its creation failed, so a leftover may
-/// hold the name and nothing is ours to undo).
+/// the sandbox's address, `eth0` and `lo` up and the default route inside. Returns whether
+/// the pair was made (false: its creation failed, so a leftover may hold the name and nothing
+/// is ours to undo).
 pub(super) async fn plug(
     host: &Handle,
     att: &Attachment,
     ipv6: bool,
-    replace: bool,
 ) -> (bool, Result<(), NetworkError>) {
     let inside = match connect(Some(att.netns_path.clone())).await {
         Ok(inside) => inside,
         Err(e) => return (false, Err(e)),
     };
-    if replace {
-        let replaced = match index_of(&inside, SANDBOX_IFNAME).await {
-            Ok(index) => inside
-                .link()
-                .del(index)
-                .execute()
-                .await
-                .map_err(netlink_error(format!(
-                    "delete the restored {SANDBOX_IFNAME}"
-                ))),
-            Err(NetworkError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = replaced {
-            return (false, Err(e));
-        }
-    }
     let made = match File::open(&att.netns_path) {
         Err(e) => Err(io_error(format!("open {}", att.netns_path.display()))(e)),
         Ok(netns) => {

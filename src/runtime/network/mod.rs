@@ -418,7 +418,7 @@ impl NetworkManager {
         egress: &Egress,
     ) -> Result<Attachment, NetworkError> {
         let att = self.prepare(key, slot, egress).await?;
-        if let Err(error) = self.plug(&att, None, false).await {
+        if let Err(error) = self.plug(&att, None).await {
             if let Err(undo) = self.clear_slot(slot).await {
                 tracing::warn!(error = %undo, key, slot, "could not undo a failed network attach");
             }
@@ -469,16 +469,10 @@ impl NetworkManager {
     /// Plugs a prepared slot into the sandbox: binds the network namespace of process `pid`
     /// (the runtime creates it inside the sandbox's user namespace; None: a new one) as
     /// `<netns_prefix><key>`, makes the veth pair (host end `sbxv<slot>`, `eth0` inside) and
-    /// configures both ends. With `replace`, an `eth0` the namespace already has (a CRIU
-    /// restore brings back the source's) is removed first. On failure what this call made is
+    /// configures both ends. On failure what this call made is
     /// removed again; the prepared rules stay for the caller ([`detach`](Self::detach)
     /// removes all).
-    pub async fn plug(
-        &self,
-        att: &Attachment,
-        pid: Option<u32>,
-        replace: bool,
-    ) -> Result<(), NetworkError> {
+    pub async fn plug(&self, att: &Attachment, pid: Option<u32>) -> Result<(), NetworkError> {
         let host = self.host_link().await?;
         let source = pid.map(|pid| PathBuf::from(format!("/proc/{pid}/ns/net")));
         let path = att.netns_path.clone();
@@ -491,7 +485,7 @@ impl NetworkManager {
                     att.netns_path.display()
                 ))(e),
             })?;
-        let (made_veth, plugged) = link::plug(&host, att, self.ipv6, replace).await;
+        let (made_veth, plugged) = link::plug(&host, att, self.ipv6).await;
         let Err(error) = plugged else {
             return Ok(());
         };

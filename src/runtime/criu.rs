@@ -1,0 +1,240 @@
+//! Where CRIU works fast on this host, for warm forks:
+//!
+//! - the checkpoint images go to a tmpfs of sbx's own: a dump writes the sandbox's memory
+//!   there and the restore reads it back, and none of it is ever written back to disk; a
+//!   sandbox whose memory would not fit comfortably is dumped to a dir on disk instead;
+//! - CRIU probes the kernel (~35 ms here) at every run unless it can keep what it found in
+//!   `/run/criu.kdat`, which it does only when `/run` is a tmpfs. Where it is not (this
+//!   project's VMs), `runc checkpoint` and `runc restore` run in a mount namespace of their own
+//!   whose `/run` is a dir of that tmpfs, so the probe is made once per boot.
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::runtime::RuntimeError;
+
+/// The dir of the tmpfs that stands in for `/run` (CRIU's kernel-probe cache).
+const RUN_DIR: &str = ".criu-run";
+
+/// Where a warm fork's checkpoint images are made.
+#[derive(Debug)]
+pub struct CheckpointStore {
+    /// The images' dir: a tmpfs where one could be mounted.
+    memory: PathBuf,
+    /// The dir on disk for a sandbox whose memory would not fit in `memory`.
+    disk: PathBuf,
+    /// Whether `memory` is a tmpfs.
+    on_tmpfs: bool,
+    /// The dir bind-mounted over `/run` for CRIU's runs, where `/run` is no tmpfs.
+    run: Option<PathBuf>,
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+/// Removes everything in `dir` (not `dir` itself: it may be a mount point).
+fn clear(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn make_dir(dir: &Path, mode: u32) -> Result<(), RuntimeError> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::set_permissions(dir, PermissionsExt::from_mode(mode)))
+        .map_err(|e| RuntimeError::io(&format!("create {}", dir.display()), e))
+}
+
+impl CheckpointStore {
+    /// Prepares `memory` (a tmpfs mounted there unless one is, or a plain dir where mounting
+    /// fails) and `disk`, both emptied and of mode `mode`. Call it once no checkpoint or
+    /// restore of a previous daemon runs.
+    pub fn prepare(memory: &Path, disk: &Path, mode: u32) -> Result<CheckpointStore, RuntimeError> {
+        make_dir(memory, mode)?;
+        if !is_tmpfs(memory) {
+            // What a daemon without the tmpfs left, hidden under it once mounted.
+            clear(memory).map_err(|e| RuntimeError::io("empty the checkpoints dir", e))?;
+            let options = format!("mode={mode:o}");
+            let mounted = nix::mount::mount(
+                Some("tmpfs"),
+                memory,
+                Some("tmpfs"),
+                nix::mount::MsFlags::MS_NOSUID
+                    | nix::mount::MsFlags::MS_NODEV
+                    | nix::mount::MsFlags::MS_NOEXEC,
+                Some(options.as_str()),
+            );
+            if let Err(e) = mounted {
+                tracing::warn!(dir = %memory.display(), error = %e, "cannot mount a tmpfs for warm-fork checkpoints; they are written to disk");
+            }
+        }
+        let on_tmpfs = is_tmpfs(memory);
+        clear(memory).map_err(|e| RuntimeError::io("empty the checkpoints dir", e))?;
+        let _ = std::fs::remove_dir_all(disk);
+        make_dir(disk, mode)?;
+        let run = if on_tmpfs && !is_tmpfs(Path::new("/run")) {
+            let run = memory.join(RUN_DIR);
+            make_dir(&run, 0o700)?;
+            Some(run)
+        } else {
+            None
+        };
+        Ok(CheckpointStore {
+            memory: memory.to_path_buf(),
+            disk: disk.to_path_buf(),
+            on_tmpfs,
+            run,
+        })
+    }
+
+    /// The dir to make the images of a sandbox using `memory_bytes` in: the tmpfs when it has
+    /// room for them twice over and the host has twice that available, disk otherwise.
+    pub fn dir_for(&self, memory_bytes: u64) -> &Path {
+        let fits = self.on_tmpfs && {
+            let room = nix::sys::statvfs::statvfs(&self.memory)
+                .map(|s| s.blocks_available() * s.fragment_size())
+                .unwrap_or(0);
+            let need = memory_bytes.saturating_mul(2);
+            need <= room && need.saturating_mul(2) <= available_memory()
+        };
+        if fits { &self.memory } else { &self.disk }
+    }
+
+    /// Whether `path` is one of this store's checkpoint dirs (or under one).
+    pub fn holds(&self, path: &Path) -> bool {
+        (path.starts_with(&self.memory) && !path.starts_with(self.memory.join(RUN_DIR)))
+            || path.starts_with(&self.disk)
+    }
+
+    /// Whether a previous daemon left checkpoint images behind.
+    pub fn has_leftovers(memory: &Path, disk: &Path) -> bool {
+        let non_empty = |dir: &Path| {
+            std::fs::read_dir(dir).is_ok_and(|d| {
+                d.flatten()
+                    .any(|e| e.file_name() != std::ffi::OsStr::new(RUN_DIR))
+            })
+        };
+        non_empty(memory) || non_empty(disk)
+    }
+
+    /// What a runtime command that runs CRIU needs before its exec, see [`PrivateRun`].
+    pub fn private_run(&self) -> Option<PrivateRun> {
+        self.run.as_deref().and_then(PrivateRun::new)
+    }
+
+    /// The `--criu-run` argument of a shim that restores (the dir for [`PrivateRun`]).
+    pub fn run_dir(&self) -> Option<&Path> {
+        self.run.as_deref()
+    }
+}
+
+/// MemAvailable of /proc/meminfo, in bytes (0 when it cannot be read).
+fn available_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// A mount namespace of its own for a process that runs CRIU, whose `/run` is a dir of sbx's
+/// tmpfs, so that CRIU keeps its kernel probe there. Nothing else changes for it: the sandbox
+/// dirs and runtime root are sbx's data dir, never under `/run`.
+#[derive(Debug, Clone)]
+pub struct PrivateRun {
+    dir: CString,
+}
+
+impl PrivateRun {
+    /// For the dir `dir`; none when `dir` lies under `/run` itself.
+    pub fn new(dir: &Path) -> Option<PrivateRun> {
+        if dir.starts_with("/run") {
+            return None;
+        }
+        CString::new(dir.as_os_str().as_bytes())
+            .ok()
+            .map(|dir| PrivateRun { dir })
+    }
+
+    /// Enters the namespace: to be called between fork and exec (raw system calls only, no
+    /// allocation). Mounts made in it do not reach the host's (`/` is made a slave first).
+    pub fn enter(&self) -> std::io::Result<()> {
+        // SAFETY: plain system calls on NUL-terminated strings that outlive them.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) != 0
+                || libc::mount(
+                    self.dir.as_ptr(),
+                    c"/run".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_dir_under_run_is_refused() {
+        assert!(PrivateRun::new(Path::new("/run/sbx/.criu-run")).is_none());
+        assert!(PrivateRun::new(Path::new("/var/lib/sbx/checkpoints/.criu-run")).is_some());
+    }
+
+    /// As root: the store mounts its tmpfs, sends a sandbox too big for it to disk, and
+    /// knows its own dirs; the tmpfs is unmounted again.
+    #[test]
+    fn images_go_to_the_tmpfs_unless_they_would_not_fit() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (memory, disk) = (dir.path().join("checkpoints"), dir.path().join("disk"));
+        std::fs::create_dir_all(memory.join("left-by-a-crash")).unwrap();
+        assert!(CheckpointStore::has_leftovers(&memory, &disk));
+        let store = CheckpointStore::prepare(&memory, &disk, 0o711).unwrap();
+        let mounted = is_tmpfs(&memory);
+        let checks = std::panic::catch_unwind(|| {
+            assert!(mounted, "no tmpfs at {}", memory.display());
+            assert!(!CheckpointStore::has_leftovers(&memory, &disk));
+            assert_eq!(store.dir_for(50 << 20), memory.as_path());
+            assert_eq!(store.dir_for(u64::MAX / 4), disk.as_path());
+            assert!(store.holds(&memory.join("0123")) && store.holds(&disk.join("0123")));
+            assert!(!store.holds(&memory.join(RUN_DIR)) && !store.holds(dir.path()));
+            assert_eq!(
+                store.run_dir().is_some(),
+                !is_tmpfs(Path::new("/run")),
+                "CRIU's /run is needed where /run is no tmpfs"
+            );
+        });
+        if mounted {
+            nix::mount::umount2(&memory, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        }
+        checks.unwrap();
+    }
+}
