@@ -3820,7 +3820,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__shim)
-            opts="-o -q -v -h -V --id --bundle --runtime --root --log --max-log-bytes --exit-file --restore-from --stdio-owner --criu --server --api-key --profile --output --quiet --verbose --help --version"
+            opts="-o -q -v -h -V --id --bundle --runtime --root --log --max-log-bytes --exit-file --restore-from --stdio-owner --criu --criu-run --server --api-key --profile --output --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3863,6 +3863,10 @@ _sbx() {
                     return 0
                     ;;
                 --criu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --criu-run)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

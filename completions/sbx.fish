@@ -1113,6 +1113,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand shim" -l exit-file -d 'Where the
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l restore-from -d 'Restore the container from this CRIU checkpoint (a warm fork) instead of creating it; the restored processes run at once' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l stdio-owner -d 'Host uid/gid of the sandbox\'s root (user namespaces): the stdio pipes are given to it, so that the sandbox\'s root can reopen them (`/proc/1/fd/1`) as host root could' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l criu -d 'CRIU binary for `--restore-from`' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand shim" -l criu-run -d 'For `--restore-from`: a dir of a tmpfs that the restore sees as `/run`, where CRIU keeps its kernel probe (a host whose `/run` is no tmpfs)' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l server -d 'URL of the sbx server [default: the profile\'s, else http://127.0.0.1:8080]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l api-key -d 'API key to send (`<key_id>_<secret>`); overrides the profile\'s' -r
 complete -c sbx -n "__fish_sbx_using_subcommand shim" -l profile -d 'Profile of the config file to use [default: the current profile]' -r
