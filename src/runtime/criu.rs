@@ -26,8 +26,8 @@ pub struct CheckpointStore {
     disk: PathBuf,
     /// Whether `memory` is a tmpfs.
     on_tmpfs: bool,
-    /// The dir bind-mounted over `/run` for CRIU's runs, where `/run` is no tmpfs.
-    run: Option<PathBuf>,
+    /// CRIU's `/run`, where the host's is no tmpfs.
+    run: Option<PrivateRun>,
 }
 
 fn is_tmpfs(path: &Path) -> bool {
@@ -60,9 +60,9 @@ impl CheckpointStore {
     /// restore of a previous daemon runs.
     pub fn prepare(memory: &Path, disk: &Path, mode: u32) -> Result<CheckpointStore, RuntimeError> {
         make_dir(memory, mode)?;
+        // Before any mount: what a daemon without the tmpfs left would be hidden under it.
+        clear(memory).map_err(|e| RuntimeError::io("empty the checkpoints dir", e))?;
         if !is_tmpfs(memory) {
-            // What a daemon without the tmpfs left, hidden under it once mounted.
-            clear(memory).map_err(|e| RuntimeError::io("empty the checkpoints dir", e))?;
             let options = format!("mode={mode:o}");
             let mounted = nix::mount::mount(
                 Some("tmpfs"),
@@ -78,13 +78,12 @@ impl CheckpointStore {
             }
         }
         let on_tmpfs = is_tmpfs(memory);
-        clear(memory).map_err(|e| RuntimeError::io("empty the checkpoints dir", e))?;
         let _ = std::fs::remove_dir_all(disk);
         make_dir(disk, mode)?;
         let run = if on_tmpfs && !is_tmpfs(Path::new("/run")) {
             let run = memory.join(RUN_DIR);
             make_dir(&run, 0o700)?;
-            Some(run)
+            PrivateRun::new(&run)
         } else {
             None
         };
@@ -97,7 +96,7 @@ impl CheckpointStore {
     }
 
     /// The dir to make the images of a sandbox using `memory_bytes` in: the tmpfs when it has
-    /// room for them twice over and the host has twice that available, disk otherwise.
+    /// room for them twice over and the host has four times them available, disk otherwise.
     pub fn dir_for(&self, memory_bytes: u64) -> &Path {
         let fits = self.on_tmpfs && {
             let room = nix::sys::statvfs::statvfs(&self.memory)
@@ -126,14 +125,10 @@ impl CheckpointStore {
         non_empty(memory) || non_empty(disk)
     }
 
-    /// What a runtime command that runs CRIU needs before its exec, see [`PrivateRun`].
-    pub fn private_run(&self) -> Option<PrivateRun> {
-        self.run.as_deref().and_then(PrivateRun::new)
-    }
-
-    /// The `--criu-run` argument of a shim that restores (the dir for [`PrivateRun`]).
-    pub fn run_dir(&self) -> Option<&Path> {
-        self.run.as_deref()
+    /// What a runtime command that runs CRIU enters before its exec, where the host's `/run`
+    /// is no tmpfs.
+    pub fn private_run(&self) -> Option<&PrivateRun> {
+        self.run.as_ref()
     }
 }
 
@@ -166,6 +161,11 @@ impl PrivateRun {
         CString::new(dir.as_os_str().as_bytes())
             .ok()
             .map(|dir| PrivateRun { dir })
+    }
+
+    /// The dir that becomes `/run` (a restoring shim's `--criu-run`).
+    pub fn dir(&self) -> &Path {
+        Path::new(std::ffi::OsStr::from_bytes(self.dir.as_bytes()))
     }
 
     /// Enters the namespace: to be called between fork and exec (raw system calls only, no
@@ -227,7 +227,7 @@ mod tests {
             assert!(store.holds(&memory.join("0123")) && store.holds(&disk.join("0123")));
             assert!(!store.holds(&memory.join(RUN_DIR)) && !store.holds(dir.path()));
             assert_eq!(
-                store.run_dir().is_some(),
+                store.private_run().is_some(),
                 !is_tmpfs(Path::new("/run")),
                 "CRIU's /run is needed where /run is no tmpfs"
             );

@@ -206,17 +206,18 @@ pub fn run(args: &ShimArgs) -> i32 {
                 .arg(images)
                 .arg("--work-path")
                 .arg(images);
-        }
-    }
-    if let Some(private_run) = args
-        .criu_run
-        .as_deref()
-        .filter(|_| args.restore_from.is_some())
-        .and_then(crate::runtime::criu::PrivateRun::new)
-    {
-        // SAFETY: `enter` makes raw system calls only.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut runtime, move || private_run.enter());
+            if let Some(private_run) = args
+                .criu_run
+                .as_deref()
+                .and_then(crate::runtime::criu::PrivateRun::new)
+            {
+                // SAFETY: `enter` makes raw system calls only.
+                unsafe {
+                    std::os::unix::process::CommandExt::pre_exec(&mut runtime, move || {
+                        private_run.enter()
+                    });
+                }
+            }
         }
     }
     let status = runtime

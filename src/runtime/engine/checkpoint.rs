@@ -133,7 +133,7 @@ impl Sbxd {
                 id,
                 &self.config.criu,
                 &images,
-                self.checkpoints.private_run(),
+                self.checkpoints.private_run().cloned(),
             ),
             self.copy_upper(spec)
         );

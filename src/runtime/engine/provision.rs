@@ -297,8 +297,8 @@ impl Sbxd {
         if let Some(map) = self.id_map {
             cmd.arg("--stdio-owner").arg(map.host_id(0).to_string());
         }
-        if let (Some(_), Some(run)) = (restore_from, self.checkpoints.run_dir()) {
-            cmd.arg("--criu-run").arg(run);
+        if let (Some(_), Some(run)) = (restore_from, self.checkpoints.private_run()) {
+            cmd.arg("--criu-run").arg(run.dir());
         }
         // SAFETY: setsid is async-signal-safe; the shim must leave the daemon's session so
         // that it survives the daemon.
