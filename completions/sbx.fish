@@ -85,6 +85,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subco
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l network-pool -d 'Address pool of the sandboxes (each gets a /30)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l netns-prefix -d 'Prefix of the sandboxes\' network namespaces under /run/netns' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l host-netns -d 'An existing network namespace to route the sandboxes through instead of the host\'s' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l egress-deny -d 'Destinations no sandbox may reach whatever its egress list says (repeatable; default: RFC 1918, 100.64.0.0/10, 169.254.0.0/16, 168.63.129.16). The sandbox pool, the node\'s own addresses and link-local are refused in any case' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l insecure-registry -d 'Registry (HOST:PORT) to pull images from over plain HTTP (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l pod-namespace -d 'Namespace of the agent\'s Pod, where its heartbeat Lease is renewed' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l pod-name -d 'Name of the agent\'s Pod (the heartbeat Lease\'s holder) [default: the host name]' -r
@@ -296,7 +297,7 @@ complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcomm
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l ttl -d 'Delete the sandbox this long after its create, e.g. 30m or 2h' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l idle-timeout -d 'Pause it after this long without an exec, stream or file copy' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l before-script -d 'Shell commands run before the sandbox reads Ready' -r
-complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l egress -d 'Allow egress only to this IPv4 CIDR (repeatable); without any, egress is unrestricted' -r
+complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l egress -d 'Allow egress only to this IPv4 CIDR (repeatable); without any, egress is the internet. Other sandboxes, the host, link-local and the admin\'s denied ranges stay unreachable' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l cap-add -d 'Capability to add back, e.g. NET_BIND_SERVICE (repeatable)' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l cap-drop -d 'Capability to drop (repeatable); the default drops ALL' -r
 complete -c sbx -n "__fish_sbx_using_subcommand sandbox; and __fish_seen_subcommand_from create" -l backend -d 'Backend (default: the platform\'s)' -r

@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -335,6 +335,7 @@ impl Lab {
             uplink: Some("up0".into()),
             dns: Some(vec![ROUTER_UP, REMOTE_DNS]),
             netns_prefix: self.prefix.clone(),
+            egress_deny: None,
         }
     }
 
@@ -523,7 +524,7 @@ async fn allow_list_and_live_policy_changes() {
 }
 
 #[tokio::test]
-async fn sandboxes_reach_each_other_only_when_allowed() {
+async fn sandboxes_never_reach_each_other() {
     require_root!();
     let mut lab = Lab::new("p");
     let net = NetworkManager::new(lab.config()).await.unwrap();
@@ -543,16 +544,138 @@ async fn sandboxes_reach_each_other_only_when_allowed() {
     // Unrestricted does not include other sandboxes, nor their gateways (host addresses).
     assert_refused_fast(&a.netns_path, b.address, HTTP);
     assert_refused_fast(&a.netns_path, b.gateway, HTTP);
-    // c lists b: allowed, and b's replies pass although b itself may send nothing.
-    assert_eq!(
-        assert_reaches(&c.netns_path, b.address, HTTP),
-        c.address.to_string()
-    );
+    // Nor does a list that names another sandbox, or the whole pool: the pool is refused
+    // before any sandbox's own list is read, and again on the way in.
+    assert_refused_fast(&c.netns_path, b.address, HTTP);
+    net.set_egress("c", 3, &nets(&["10.88.0.0/16"]))
+        .await
+        .unwrap();
+    assert_refused_fast(&c.netns_path, b.address, HTTP);
     assert_refused_fast(&c.netns_path, a.address, HTTP);
+    net.set_egress("c", 3, &nets(&["0.0.0.0/0"])).await.unwrap();
+    assert_refused_fast(&c.netns_path, b.address, HTTP);
+    assert_refused_fast(&c.netns_path, METADATA, 80);
+    // The host side still reaches every sandbox (the daemon's own path).
+    assert_eq!(
+        fetch(&netns_path(&lab.router), b.address, HTTP)
+            .0
+            .expect("host side reaches b"),
+        b.gateway.to_string()
+    );
     assert_refused_fast(&b.netns_path, a.address, HTTP);
     assert_refused_fast(&b.netns_path, c.address, HTTP);
 
     for (key, slot) in [("a", 1), ("b", 2), ("c", 3)] {
+        net.detach(key, slot).await.unwrap();
+    }
+}
+
+/// Sends one UDP datagram with a forged IPv4 source from inside a namespace (a raw socket, as
+/// a sandbox granted NET_RAW could).
+fn send_forged_udp(from: &Path, src: SocketAddrV4, dst: SocketAddrV4, payload: &'static [u8]) {
+    inside(from, move || {
+        // SAFETY: plain socket syscalls on a descriptor this closure owns and closes.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+        assert!(fd >= 0, "raw socket: {}", io::Error::last_os_error());
+        let (total, udp_len) = (28 + payload.len() as u16, 8 + payload.len() as u16);
+        let mut packet = vec![0x45, 0];
+        packet.extend(total.to_be_bytes());
+        // id, flags (DF), ttl 64, UDP, checksum (the kernel fills in the header checksum).
+        packet.extend([0, 0, 0x40, 0, 64, 17, 0, 0]);
+        packet.extend(src.ip().octets());
+        packet.extend(dst.ip().octets());
+        packet.extend(src.port().to_be_bytes());
+        packet.extend(dst.port().to_be_bytes());
+        packet.extend(udp_len.to_be_bytes());
+        packet.extend([0, 0]); // no UDP checksum (allowed on IPv4)
+        packet.extend(payload);
+        let to = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(dst.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: the buffer and address outlive the call; sizes are theirs.
+        let sent = unsafe {
+            libc::sendto(
+                fd,
+                packet.as_ptr().cast(),
+                packet.len(),
+                0,
+                std::ptr::from_ref(&to).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        let error = io::Error::last_os_error();
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        assert!(sent >= 0, "sendto: {error}");
+    });
+}
+
+#[tokio::test]
+async fn a_sandbox_cannot_forge_replies_into_another_sandboxs_connections() {
+    require_root!();
+    let lab = Lab::new("f");
+    let net = NetworkManager::new(lab.config()).await.unwrap();
+    let a = net.attach("a", 1, &Egress::Unrestricted).await.unwrap();
+    let b = net.attach("b", 2, &Egress::Unrestricted).await.unwrap();
+    // a talks to a resolver out in ext from a fixed port: conntrack now expects replies from
+    // REMOTE_DNS:53 to the router's uplink address at that port (masquerade keeps a free port).
+    const PORT: u16 = 40_053;
+    let victim = {
+        let path = a.netns_path.clone();
+        std::thread::spawn(move || {
+            enter(&path);
+            let socket = UdpSocket::bind(("0.0.0.0", PORT)).unwrap();
+            socket
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            socket.send_to(b"query", (REMOTE_DNS, 53)).unwrap();
+            let mut buf = [0u8; 64];
+            let (n, from) = socket.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], from), (&b"query"[..], (REMOTE_DNS, 53).into()));
+            socket
+        })
+        .join()
+        .unwrap()
+    };
+    // b forges "replies" from the resolver: to the uplink address (where conntrack would turn
+    // it back into a's address) and straight to a's address.
+    let forged_src = SocketAddrV4::new(REMOTE_DNS, 53);
+    send_forged_udp(
+        &b.netns_path,
+        forged_src,
+        SocketAddrV4::new(ROUTER_UP, PORT),
+        b"forged",
+    );
+    send_forged_udp(
+        &b.netns_path,
+        forged_src,
+        SocketAddrV4::new(a.address, PORT),
+        b"forged",
+    );
+    // a gets only the real resolver's answers: the forged ones were dropped on b's link.
+    let path = a.netns_path.clone();
+    let got = std::thread::spawn(move || {
+        enter(&path);
+        victim.send_to(b"again", (REMOTE_DNS, 53)).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while let Ok((n, _)) = victim.recv_from(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            victim
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        }
+        got
+    })
+    .join()
+    .unwrap();
+    assert_eq!(got, ["again"], "a forged reply reached the other sandbox");
+    for (key, slot) in [("a", 1), ("b", 2)] {
         net.detach(key, slot).await.unwrap();
     }
 }

@@ -69,6 +69,10 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
                     tracing::info!(reference = %image.reference, archive = %archive.display(), "image imported");
                 }
             }
+            config
+                .network
+                .deny_list()
+                .map_err(|e| ServeError::Startup(e.to_string()))?;
             platform
                 .start_runtime(RuntimeSettings {
                     runtime: config.runtime.clone(),

@@ -9,11 +9,43 @@ use std::str::FromStr;
 /// Most CIDRs one egress allow-list may hold (bounds the size of one nft transaction).
 pub const MAX_ALLOW_ENTRIES: usize = 1024;
 
-/// Link-local range (cloud metadata services), refused to `Unrestricted` sandboxes.
+/// Link-local range (cloud metadata services): refused to every sandbox, whatever its list.
 pub const LINK_LOCAL: Ipv4Net = Ipv4Net {
     addr: Ipv4Addr::new(169, 254, 0, 0),
     prefix_len: 16,
 };
+
+/// Destinations no sandbox reaches whatever its list or the admin's `egressDeny` say (besides
+/// the sandbox pool itself): "this network", link-local (metadata services), multicast and the
+/// reserved and broadcast block.
+pub const ALWAYS_DENIED: [Ipv4Net; 4] = [
+    Ipv4Net {
+        addr: Ipv4Addr::new(0, 0, 0, 0),
+        prefix_len: 8,
+    },
+    LINK_LOCAL,
+    Ipv4Net {
+        addr: Ipv4Addr::new(224, 0, 0, 0),
+        prefix_len: 4,
+    },
+    Ipv4Net {
+        addr: Ipv4Addr::new(240, 0, 0, 0),
+        prefix_len: 4,
+    },
+];
+
+/// The admin's `egressDeny` when it is not set: the private ranges of RFC 1918, shared address
+/// space (RFC 6598, carrier-grade NAT and many clusters' node networks), link-local and Azure's
+/// platform address (168.63.129.16: its wire server and DNS). With it, an unrestricted sandbox
+/// reaches the internet, not the network the host sits on.
+pub const DEFAULT_EGRESS_DENY: [&str; 6] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+    "168.63.129.16/32",
+];
 
 /// An IPv4 network in CIDR notation; the host bits are always zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -114,10 +146,11 @@ impl fmt::Display for Ipv4Net {
     }
 }
 
-/// A sandbox's egress policy (the API's `egress_whitelist`).
+/// A sandbox's egress policy (the API's `egress_whitelist`). Whatever it says, the enforcing
+/// side refuses the host, the other sandboxes, [`ALWAYS_DENIED`] and the admin's deny list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Egress {
-    /// Absent or null whitelist: anything but the host and the other sandboxes.
+    /// Absent or null whitelist: the internet (anything but the refused ranges above).
     Unrestricted,
     /// `[]`: nothing at all, DNS included.
     DenyAll,

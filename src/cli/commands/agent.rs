@@ -105,6 +105,17 @@ pub struct AgentArgs {
     #[arg(long, env = "SBX_AGENT_HOST_NETNS", value_name = "NAME")]
     pub host_netns: Option<String>,
 
+    /// Destinations no sandbox may reach whatever its egress list says (repeatable; default:
+    /// RFC 1918, 100.64.0.0/10, 169.254.0.0/16, 168.63.129.16). The sandbox pool, the node's
+    /// own addresses and link-local are refused in any case
+    #[arg(
+        long = "egress-deny",
+        env = "SBX_AGENT_EGRESS_DENY",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub egress_deny: Option<Vec<String>>,
+
     /// Registry (HOST:PORT) to pull images from over plain HTTP (repeatable)
     #[arg(
         long = "insecure-registry",
@@ -230,6 +241,7 @@ fn runtime_setup(
                 host_netns: args.host_netns.clone(),
                 pool: args.network_pool.clone(),
                 netns_prefix: args.netns_prefix.clone(),
+                egress_deny: args.egress_deny.clone(),
                 ..NetworkConfig::default()
             },
         },

@@ -53,7 +53,7 @@ pub struct NamespaceArg {
 /// Examples:
 ///   sbx sandbox create demo --image 127.0.0.1:5000/sbx-test/busybox:latest
 ///   sbx sandbox create job --image busybox --limit cpu=500m,memory=256Mi --non-root
-///   sbx sandbox create net --image busybox --egress 10.0.0.0/8 --egress 192.0.2.1/32
+///   sbx sandbox create net --image busybox --egress 203.0.113.0/24 --egress 198.51.100.7/32
 ///   sbx sandbox create app --image busybox -e MODE=test -e API_TOKEN -l team=ml -- sleep 3600
 ///   sbx sandbox create web --image busybox --entrypoint "/bin/sh -c" -- "httpd -f -p 8080"
 #[derive(Debug, Clone, Args)]
@@ -95,7 +95,8 @@ pub struct CreateArgs {
     /// Shell commands run before the sandbox reads Ready
     #[arg(long, value_name = "SCRIPT")]
     pub before_script: Option<String>,
-    /// Allow egress only to this IPv4 CIDR (repeatable); without any, egress is unrestricted
+    /// Allow egress only to this IPv4 CIDR (repeatable); without any, egress is the internet.
+    /// Other sandboxes, the host, link-local and the admin's denied ranges stay unreachable
     #[arg(long = "egress", value_name = "CIDR", conflicts_with = "no_egress")]
     pub egress: Vec<String>,
     /// Allow no egress at all

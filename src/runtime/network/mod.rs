@@ -18,37 +18,49 @@
 //! every [`NetworkManager::new`] (idempotent); per-sandbox objects are left alone, so running
 //! sandboxes keep their policy across a daemon restart.
 //!
+//! * `prerouting` (hook prerouting, priority raw: before conntrack): a packet from `sbxv*`
+//!   whose source address is not routed back through the link it came in on is dropped
+//!   (strict reverse-path filtering, `fib saddr . iif`). Without it a sandbox granted NET_RAW
+//!   could forge "replies" from a server another sandbox talks to, which conntrack would
+//!   de-NAT and `from_sandbox` accept as replies before any sandbox chain's source check.
 //! * `forward` (hook forward, policy accept: other forwarding on the host is not ours to
-//!   judge): packets coming in from `sbxv*` go to `from_sandbox`, packets going out to `sbxv*`
-//!   to `to_sandbox`.
+//!   judge): packets going out to `sbxv*` go to `to_sandbox` first, then packets coming in
+//!   from `sbxv*` to `from_sandbox`. The destination is judged before the sender: an `accept`
+//!   in a sender's chain ends the hook, so no sender's policy can let a packet into a sandbox.
+//! * `to_sandbox`: only replies and related ICMP errors pass (`return`, on to the sender's
+//!   checks); a new connection from another sandbox is rejected (its client fails at once),
+//!   one from outside the host dropped. The daemon itself reaches sandboxes through the
+//!   output path, which is not filtered.
 //! * `from_sandbox`: replies on connections opened *towards* the sandbox (`ct direction
-//!   reply`, which includes ICMP errors about them) pass; anything not IPv4 is rejected; then
-//!   the verdict map `egress` sends the packet to the sandbox's own chain `sb<slot>`; an
-//!   interface with no entry is rejected. Every packet the sandbox originates is judged, not
-//!   only the first of a connection, so tightening a policy also cuts connections already open
-//!   (and an old connection cannot be used as a side channel).
+//!   reply`, which includes ICMP errors about them) pass; anything not IPv4 is rejected; DNS
+//!   to the resolvers goes to the sandbox's chain (so `DenyAll` refuses it); then every
+//!   destination in the set `deny` is rejected, whatever the sandbox's policy says: the
+//!   admin's `egressDeny` ([`NetworkConfig::egress_deny`], by default RFC 1918, 100.64.0.0/10,
+//!   link-local and 168.63.129.16), the sandbox pool (every other sandbox) and
+//!   [`ALWAYS_DENIED`] (link-local, where cloud metadata services live, among them). Then the
+//!   verdict map `egress` sends the packet to the sandbox's own chain `sb<slot>`; an interface
+//!   with no entry is rejected. Every packet the sandbox originates is judged, not only the
+//!   first of a connection, so tightening a policy also cuts connections already open (and an
+//!   old connection cannot be used as a side channel).
 //! * `sb<slot>`: first drops a spoofed source address; then, by policy:
-//!   * `Unrestricted` ("internet-like"): DNS to the resolvers, then anything except the sandbox
-//!     pool (other sandboxes) and `169.254.0.0/16` (link-local, where cloud metadata services
-//!     live).
+//!   * `Unrestricted` ("the internet"): DNS to the resolvers, then anything (the `deny` set
+//!     has already been refused).
 //!   * `DenyAll` (`egress_whitelist: []`): nothing, DNS included.
 //!   * `Allow(list)`: DNS (udp/tcp 53) to the configured resolvers plus destinations in the set
-//!     `sb<slot>_allow`. A listed CIDR that covers other sandboxes or link-local addresses does
-//!     grant access to them: the sender's own list is what decides.
+//!     `sb<slot>_allow`. A listed CIDR that covers denied ranges (`0.0.0.0/0`, the pool)
+//!     opens only what `deny` leaves.
 //!
 //!   Accepted packets are counted in the named counter `sb<slot>_tx` (kept across policy
 //!   changes) for [`NetworkManager::egress_bytes`]. Refused TCP gets a reset, anything else
 //!   `reject with icmpx admin-prohibited`, so clients fail at once instead of timing out (a
 //!   reset because the kernel rate-limits ICMP errors per destination: with ICMP alone, a
 //!   sandbox hitting its policy repeatedly would soon wait a second per connect).
-//! * `to_sandbox`: only replies and related ICMP errors pass; new connections into a sandbox from
-//!   outside the host are dropped (the daemon itself reaches sandboxes through the output path,
-//!   which is not filtered). Sandbox-to-sandbox traffic never gets here: the sender's chain has
-//!   already accepted or rejected it.
 //! * `input` → `to_host`: a sandbox may not reach any address of the host side (its gateway,
-//!   the uplink address, other sandboxes' gateways, broadcast), except replies on connections
-//!   the host opened and DNS to a resolver that is one of the host's own addresses; that DNS is
-//!   then judged by the sandbox's chain like forwarded DNS (so `DenyAll` refuses it too).
+//!   the uplink address, other sandboxes' gateways, broadcast: every packet for one of the
+//!   host side's own addresses is delivered locally and so meets this chain, not `forward`),
+//!   except replies on connections the host opened and DNS to a resolver that is one of the
+//!   host's own addresses; that DNS is then judged by the sandbox's chain like forwarded DNS
+//!   (so `DenyAll` refuses it too). IPv6 is rejected here and in `from_sandbox` alike.
 //! * `postrouting` (nat): sources in the pool are masqueraded when leaving through the uplink
 //!   (with no uplink configured: through any interface that is not a sandbox veth).
 //!
@@ -99,8 +111,8 @@ mod nft;
 mod resolvers;
 mod slots;
 
+use crate::shared::egress::{ALWAYS_DENIED, DEFAULT_EGRESS_DENY, LINK_LOCAL, normalize};
 pub use crate::shared::egress::{Egress, Ipv4Net};
-use crate::shared::egress::{LINK_LOCAL, normalize};
 use command::*;
 pub use netns::in_netns;
 use netns::*;
@@ -147,6 +159,29 @@ pub struct NetworkConfig {
     /// [`NetworkManager::cleanup_stale`] removes only namespaces with this prefix, so two
     /// managers on one machine (tests) must use different prefixes.
     pub netns_prefix: String,
+    /// Destinations no sandbox may reach whatever its `egress_whitelist` says (IPv4 CIDRs or
+    /// bare addresses); None = [`DEFAULT_EGRESS_DENY`] (RFC 1918, 100.64.0.0/10, link-local,
+    /// 168.63.129.16). The sandbox pool, the host side's own addresses and [`ALWAYS_DENIED`]
+    /// are refused in any case; `[]` leaves only those.
+    pub egress_deny: Option<Vec<String>>,
+}
+
+impl NetworkConfig {
+    /// The admin's deny list ([`egress_deny`](Self::egress_deny), or its default), parsed:
+    /// the daemon calls it at start-up so that a bad entry stops it there, naming the setting.
+    pub fn deny_list(&self) -> Result<Vec<Ipv4Net>, NetworkError> {
+        let parse = |entry: &str| {
+            entry.parse::<Ipv4Net>().map_err(|why| {
+                NetworkError::Config(format!(
+                    "egressDeny entry {entry:?} is not an IPv4 CIDR: {why}"
+                ))
+            })
+        };
+        match &self.egress_deny {
+            Some(list) => list.iter().map(|e| parse(e)).collect(),
+            None => DEFAULT_EGRESS_DENY.iter().map(|e| parse(e)).collect(),
+        }
+    }
 }
 
 impl Default for NetworkConfig {
@@ -157,6 +192,7 @@ impl Default for NetworkConfig {
             uplink: None,
             dns: None,
             netns_prefix: DEFAULT_NETNS_PREFIX.to_owned(),
+            egress_deny: None,
         }
     }
 }
@@ -254,6 +290,9 @@ pub struct NetworkManager {
     pool: Ipv4Net,
     uplink: Option<String>,
     dns: Vec<Ipv4Addr>,
+    /// Every destination refused before a sandbox's own policy is read: the admin's deny
+    /// list, the pool and [`ALWAYS_DENIED`], normalized (disjoint, for an nft interval set).
+    deny: Vec<Ipv4Net>,
     netns_prefix: String,
     /// Whether the kernel has IPv6 (then link-local address generation is turned off on both
     /// veth ends).
@@ -286,6 +325,7 @@ impl NetworkManager {
                 manager.pool,
                 manager.uplink.as_deref(),
                 &manager.dns,
+                &manager.deny,
             ))
             .await?;
         Ok(manager)
@@ -346,6 +386,14 @@ impl NetworkManager {
                 Some(path)
             }
         };
+        let deny = normalize(
+            config
+                .deny_list()?
+                .into_iter()
+                .chain(ALWAYS_DENIED)
+                .chain([pool])
+                .collect(),
+        );
         let dns = match config.dns {
             Some(dns) => dns,
             None => resolvers(),
@@ -363,6 +411,7 @@ impl NetworkManager {
             pool,
             uplink: config.uplink,
             dns,
+            deny,
             netns_prefix: config.netns_prefix,
             ipv6: Path::new("/proc/sys/net/ipv6").exists(),
             nft_turn: std::sync::Arc::default(),
@@ -373,6 +422,11 @@ impl NetworkManager {
     /// The resolvers sandboxes get.
     pub fn dns(&self) -> &[Ipv4Addr] {
         &self.dns
+    }
+
+    /// Destinations refused to every sandbox before its own policy (see [`NetworkConfig::egress_deny`]).
+    pub fn denied(&self) -> &[Ipv4Net] {
+        &self.deny
     }
 
     /// The sandbox address pool.
@@ -439,7 +493,7 @@ impl NetworkManager {
     ) -> Result<Attachment, NetworkError> {
         let att = self.attachment(key, slot)?;
         let host = self.host_link().await?;
-        let script = sandbox_script(&att, egress, &self.pool, true);
+        let script = sandbox_script(&att, egress, true);
         let (veth_taken, rules) =
             tokio::join!(link::exists(&host, &att.host_veth), self.nft(&script));
         let rules_taken = matches!(&rules, Err(NetworkError::Command { stderr, .. }) if stderr.contains("File exists"));
@@ -534,7 +588,7 @@ impl NetworkManager {
         egress: &Egress,
     ) -> Result<(), NetworkError> {
         let att = self.attachment(key, slot)?;
-        let script = sandbox_script(&att, egress, &self.pool, false);
+        let script = sandbox_script(&att, egress, false);
         match self.nft(&script).await {
             Err(NetworkError::Command { stderr, .. })
                 if stderr.contains("No such file or directory") =>

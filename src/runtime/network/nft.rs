@@ -46,13 +46,10 @@ pub(super) fn lines_to_script(lines: Vec<String>) -> String {
 /// The sandbox's chain, set, counter and map entry. `fresh` is for attach: the objects are
 /// created and the transaction fails (changing nothing) if any exists already. Otherwise a
 /// policy change: the chain and set are flushed and refilled, and the transaction fails if the
-/// sandbox is not attached.
-pub(super) fn sandbox_script(
-    att: &Attachment,
-    egress: &Egress,
-    pool: &Ipv4Net,
-    fresh: bool,
-) -> String {
+/// sandbox is not attached. The chain holds the sandbox's own policy only: what no policy
+/// opens (the pool, link-local, the admin's deny list) is refused before it, in
+/// `from_sandbox`, so that a list cannot reach it.
+pub(super) fn sandbox_script(att: &Attachment, egress: &Egress, fresh: bool) -> String {
     let t = format!("inet {NFT_TABLE}");
     let slot = att.slot;
     let (chain, set, counter) = (chain_name(slot), set_name(slot), counter_name(slot));
@@ -76,8 +73,6 @@ pub(super) fn sandbox_script(
     match egress {
         Egress::Unrestricted => {
             lines.push(format!("add rule {t} {chain} {dns}"));
-            lines.extend(reject_rules(&t, &chain, &format!("ip daddr {pool}")));
-            lines.extend(reject_rules(&t, &chain, &format!("ip daddr {LINK_LOCAL}")));
             lines.push(format!("add rule {t} {chain} {count}"));
         }
         Egress::DenyAll => lines.extend(reject_rules(&t, &chain, "")),
@@ -201,8 +196,14 @@ pub(super) fn nft_items(listing: &str, what: &str) -> Result<Vec<serde_json::Val
     }
 }
 
-/// The base ruleset (see the module documentation); safe to apply again.
-pub(super) fn base_script(pool: Ipv4Net, uplink: Option<&str>, dns: &[Ipv4Addr]) -> String {
+/// The base ruleset (see the module documentation); safe to apply again. `deny` is what no
+/// sandbox reaches (disjoint networks).
+pub(super) fn base_script(
+    pool: Ipv4Net,
+    uplink: Option<&str>,
+    dns: &[Ipv4Addr],
+    deny: &[Ipv4Net],
+) -> String {
     let t = format!("inet {NFT_TABLE}");
     let veths = format!("\"{HOST_VETH_PREFIX}*\"");
     let mut lines = vec![
@@ -210,9 +211,14 @@ pub(super) fn base_script(pool: Ipv4Net, uplink: Option<&str>, dns: &[Ipv4Addr])
         format!("add map {t} egress {{ type ifname : verdict; }}"),
         format!("add set {t} dns {{ type ipv4_addr; }}"),
         format!("flush set {t} dns"),
+        format!("add set {t} deny {{ type ipv4_addr; flags interval; }}"),
+        format!("flush set {t} deny"),
     ];
     if !dns.is_empty() {
         lines.push(format!("add element {t} dns {{ {} }}", join(dns)));
+    }
+    if !deny.is_empty() {
+        lines.push(format!("add element {t} deny {{ {} }}", join(deny)));
     }
     lines.extend([
         format!(
@@ -224,6 +230,9 @@ pub(super) fn base_script(pool: Ipv4Net, uplink: Option<&str>, dns: &[Ipv4Addr])
         format!(
             "add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}"
         ),
+        format!(
+            "add chain {t} prerouting {{ type filter hook prerouting priority raw; policy accept; }}"
+        ),
     ]);
     for chain in ["from_sandbox", "to_sandbox", "to_host"] {
         lines.push(format!("add chain {t} {chain}"));
@@ -232,26 +241,45 @@ pub(super) fn base_script(pool: Ipv4Net, uplink: Option<&str>, dns: &[Ipv4Addr])
         "forward",
         "input",
         "postrouting",
+        "prerouting",
         "from_sandbox",
         "to_sandbox",
         "to_host",
     ] {
         lines.push(format!("flush chain {t} {chain}"));
     }
+    // Strict reverse-path filtering on the sandboxes' links, before conntrack sees a packet: a
+    // sandbox with NET_RAW could otherwise send as the internet host another sandbox talks
+    // to, and its forged "reply" would pass as one (`ct direction reply accept`, de-NATed to
+    // the other sandbox), its own chain's source check never reached.
+    lines.push(format!(
+        "add rule {t} prerouting iifname {veths} fib saddr . iif oif missing drop"
+    ));
+    // The destination is judged first: no verdict of the sender's chain can open another
+    // sandbox (an `accept` there ends the forward hook).
     lines.extend([
-        format!("add rule {t} forward iifname {veths} jump from_sandbox"),
         format!("add rule {t} forward oifname {veths} jump to_sandbox"),
+        format!("add rule {t} forward iifname {veths} jump from_sandbox"),
         format!("add rule {t} input iifname {veths} jump to_host"),
         format!("add rule {t} from_sandbox ct direction reply accept"),
         format!(
             "add rule {t} from_sandbox meta nfproto != ipv4 {}",
             REJECT[1]
         ),
-        format!("add rule {t} from_sandbox iifname vmap @egress"),
+        format!(
+            "add rule {t} from_sandbox ip daddr @dns meta l4proto {{ tcp, udp }} th dport 53 iifname vmap @egress"
+        ),
     ]);
+    lines.extend(reject_rules(&t, "from_sandbox", "ip daddr @deny"));
+    lines.push(format!("add rule {t} from_sandbox iifname vmap @egress"));
     lines.extend(reject_rules(&t, "from_sandbox", ""));
+    lines.push(format!(
+        "add rule {t} to_sandbox ct state established,related return"
+    ));
+    // New connections from another sandbox are refused at once (its client fails fast, as
+    // at its own policy); from anywhere else they are dropped without an answer.
+    lines.extend(reject_rules(&t, "to_sandbox", &format!("iifname {veths}")));
     lines.extend([
-        format!("add rule {t} to_sandbox ct state established,related accept"),
         format!("add rule {t} to_sandbox drop"),
         format!("add rule {t} to_host ct direction reply accept"),
         format!("add rule {t} to_host meta nfproto != ipv4 {}", REJECT[1]),

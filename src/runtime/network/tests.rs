@@ -102,6 +102,38 @@ fn config_validation() {
         dns: Some(vec![Ipv4Addr::LOCALHOST]),
         ..base.clone()
     });
+    for entry in ["10.0.0.1/8", "fd00::/8", "example.com", ""] {
+        let err = bad(NetworkConfig {
+            egress_deny: Some(vec![entry.into()]),
+            ..base.clone()
+        });
+        assert!(
+            err.to_string().contains("egressDeny entry"),
+            "{entry}: {err}"
+        );
+    }
+    // An empty deny list still refuses the pool and the always-denied ranges.
+    let open = NetworkManager::from_config(
+        NetworkConfig {
+            egress_deny: Some(Vec::new()),
+            ..base.clone()
+        },
+        Vec::new,
+    )
+    .unwrap();
+    assert_eq!(
+        open.denied()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "0.0.0.0/8",
+            "10.88.0.0/16",
+            "169.254.0.0/16",
+            "224.0.0.0/4",
+            "240.0.0.0/4"
+        ]
+    );
     let small = NetworkConfig {
         pool: "10.0.0.0/30".into(),
         ..base
@@ -117,7 +149,7 @@ fn config_validation() {
 #[test]
 fn config_deserializes_camel_case() {
     let c: NetworkConfig = serde_json::from_str(
-        r#"{"hostNetns":"r1","pool":"10.9.0.0/24","uplink":"up0","dns":["1.1.1.1"],"netnsPrefix":"t-"}"#,
+        r#"{"hostNetns":"r1","pool":"10.9.0.0/24","uplink":"up0","dns":["1.1.1.1"],"netnsPrefix":"t-","egressDeny":["192.0.2.0/24"]}"#,
     )
     .unwrap();
     assert_eq!(c.host_netns.as_deref(), Some("r1"));
@@ -125,6 +157,7 @@ fn config_deserializes_camel_case() {
     assert_eq!(c.uplink.as_deref(), Some("up0"));
     assert_eq!(c.dns, Some(vec![Ipv4Addr::new(1, 1, 1, 1)]));
     assert_eq!(c.netns_prefix, "t-");
+    assert_eq!(c.egress_deny, Some(vec!["192.0.2.0/24".to_owned()]));
     let d: NetworkConfig = serde_json::from_str("{}").unwrap();
     assert_eq!(d, NetworkConfig::default());
 }
@@ -157,9 +190,50 @@ fn production_commands_use_the_daemons_namespace() {
     assert_eq!(att.gateway, Ipv4Addr::new(10, 88, 0, 29));
     assert_eq!(att.address, Ipv4Addr::new(10, 88, 0, 30));
     assert_eq!(att.netns_path, Path::new("/run/netns/sbx-abc"));
-    let base = base_script(m.pool, m.uplink.as_deref(), &m.dns);
+    let base = base_script(m.pool, m.uplink.as_deref(), &m.dns, m.denied());
     assert!(
         base.contains("add element inet sbx dns { 192.0.2.53 }\n"),
+        "{base}"
+    );
+    // The default deny list, the pool and the always-refused ranges, merged into disjoint
+    // intervals (the pool lies in 10.0.0.0/8, link-local in the default list).
+    assert!(
+        base.contains(
+            "add element inet sbx deny { 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 168.63.129.16/32, \
+             169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16, 224.0.0.0/4, 240.0.0.0/4 }\n"
+        ),
+        "{base}"
+    );
+    // Strict reverse-path filtering on the sandboxes' links, before conntrack.
+    assert!(
+        base.contains(
+            "add chain inet sbx prerouting { type filter hook prerouting priority raw; policy accept; }\n"
+        ) && base.contains(
+            "add rule inet sbx prerouting iifname \"sbxv*\" fib saddr . iif oif missing drop\n"
+        ),
+        "{base}"
+    );
+    // The destination's verdict comes before any sender's chain can accept.
+    let to = base
+        .find("forward oifname \"sbxv*\" jump to_sandbox")
+        .unwrap();
+    let from = base
+        .find("forward iifname \"sbxv*\" jump from_sandbox")
+        .unwrap();
+    assert!(to < from, "{base}");
+    let dns = base.find("from_sandbox ip daddr @dns").unwrap();
+    let deny = base
+        .find("from_sandbox ip daddr @deny meta l4proto tcp reject with tcp reset\n")
+        .unwrap();
+    let vmap = base.find("from_sandbox iifname vmap @egress\n").unwrap();
+    assert!(dns < deny && deny < vmap, "{base}");
+    assert!(
+        base.contains(
+            "add rule inet sbx to_sandbox ct state established,related return\n\
+             add rule inet sbx to_sandbox iifname \"sbxv*\" meta l4proto tcp reject with tcp reset\n\
+             add rule inet sbx to_sandbox iifname \"sbxv*\" reject with icmpx admin-prohibited\n\
+             add rule inet sbx to_sandbox drop\n"
+        ),
         "{base}"
     );
     assert!(
@@ -176,7 +250,8 @@ fn production_commands_use_the_daemons_namespace() {
         base_script(
             with_uplink.pool,
             with_uplink.uplink.as_deref(),
-            &with_uplink.dns
+            &with_uplink.dns,
+            with_uplink.denied()
         )
         .contains("oifname \"ens3\" masquerade")
     );
@@ -186,25 +261,13 @@ fn production_commands_use_the_daemons_namespace() {
 fn sandbox_rules_by_policy() {
     let m = manager(NetworkConfig::default());
     let att = m.attachment("abc", 2).unwrap();
-    let pool = m.pool();
-    let open = sandbox_script(&att, &Egress::Unrestricted, &pool, true);
+    let open = sandbox_script(&att, &Egress::Unrestricted, true);
     assert!(
         open.contains("add rule inet sbx sb2 ip saddr != 10.88.0.10 drop\n"),
         "{open}"
     );
-    assert!(
-        open.contains(
-            "add rule inet sbx sb2 ip daddr 10.88.0.0/16 meta l4proto tcp reject with tcp reset\n"
-        ),
-        "{open}"
-    );
-    assert!(
-        open.contains(
-            "add rule inet sbx sb2 ip daddr 10.88.0.0/16 reject with icmpx admin-prohibited\n"
-        ),
-        "{open}"
-    );
-    assert!(open.contains("ip daddr 169.254.0.0/16 reject"), "{open}");
+    // What no policy opens is refused before the sandbox's chain, in from_sandbox.
+    assert!(!open.contains("reject"), "{open}");
     assert!(
         open.contains("add rule inet sbx sb2 counter name \"sb2_tx\" accept\n"),
         "{open}"
@@ -221,7 +284,7 @@ fn sandbox_rules_by_policy() {
         !open.contains("delete") && !open.contains("flush"),
         "attach must not delete: {open}"
     );
-    let closed = sandbox_script(&att, &Egress::DenyAll, &pool, false);
+    let closed = sandbox_script(&att, &Egress::DenyAll, false);
     assert!(
         closed.starts_with("flush chain inet sbx sb2\nflush set inet sbx sb2_allow\n"),
         "{closed}"
@@ -240,7 +303,6 @@ fn sandbox_rules_by_policy() {
     let some = sandbox_script(
         &att,
         &Egress::Allow(vec![net("1.2.3.0/24"), net("1.2.3.4/32")]),
-        &pool,
         false,
     );
     assert!(

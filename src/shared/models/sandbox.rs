@@ -227,8 +227,10 @@ pub struct CreateSandboxRequest {
         deserialize_with = "crate::shared::models::objects::optional"
     )]
     pub limits: Option<ResourceLimits>,
-    /// Egress CIDRs: absent or null = unrestricted; `[]` = no egress at all; a list = only
-    /// those CIDRs, plus DNS to the platform's resolver.
+    /// Egress CIDRs: absent or null = the internet; `[]` = no egress at all; a list = only
+    /// those CIDRs, plus DNS to the platform's resolver. Whatever the list says, a sandbox never
+    /// reaches other sandboxes, the host, link-local addresses (cloud metadata) or what the
+    /// admin's `egressDeny` refuses (by default RFC 1918, 100.64.0.0/10 and 168.63.129.16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Cidr>>, max_items = 1024)]
     pub egress_whitelist: Option<Vec<String>>,
