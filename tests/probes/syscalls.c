@@ -2,7 +2,9 @@
  * Syscall probe for tests/syscalls.rs: run inside a sandbox, it makes each call raw (no libc
  * fallbacks) and prints one line per probe, `name=OK` or `name=<ERRNO NAME>`, flushed at
  * once, then `done`. A crash shows as a missing `done`, never as a refusal.
- * `probe mknod PATH c|b MAJOR MINOR` makes a device node and opens it instead.
+ * A probe run in a child (those that would change the probe itself) reports
+ * `KILLED_BY_SIG<n>` when the child was killed. `probe mknod PATH c|b MAJOR MINOR` makes a
+ * device node and opens it instead.
  *
  * Built by the test with `gcc -static -O2 -pthread`. Every probe is harmless where it is
  * allowed (nothing system-wide is changed), so running it on a host is safe.
@@ -51,7 +53,15 @@
 #define AF_VSOCK 40
 #endif
 
+/* An "errno" that says the child was killed by signal (errno - KILLED). */
+#define KILLED 10000
+
 static const char *errname(int e) {
+    if (e > KILLED) {
+        static char sig[32];
+        snprintf(sig, sizeof sig, "KILLED_BY_SIG%d", e - KILLED);
+        return sig;
+    }
     switch (e) {
     case EPERM: return "EPERM";
     case ENOSYS: return "ENOSYS";
@@ -138,14 +148,29 @@ static long in_child(long (*call)(void)) {
         _exit(call() == -1 ? (errno & 0xff) : 0);
     int status = 0;
     waitpid(pid, &status, 0);
-    if (!WIFEXITED(status)) {
-        errno = EFAULT;
+    if (WIFSIGNALED(status)) {
+        errno = KILLED + WTERMSIG(status);
         return -1;
     }
     if (WEXITSTATUS(status) == 0)
         return 0;
     errno = WEXITSTATUS(status);
     return -1;
+}
+
+/* getpid through the 32-bit entry (int 0x80, i386 number 20): what a 32-bit program does. */
+static long compat_getpid(void) {
+#if defined(__x86_64__)
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+    if (ret < 0) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+#else
+    return syscall(SYS_getpid);
+#endif
 }
 
 static long unshare_user(void) {
@@ -341,6 +366,7 @@ int main(int argc, char **argv) {
     report("socket_inet", socket_of(AF_INET, SOCK_STREAM));
     report("socket_unix", socket_of(AF_UNIX, SOCK_STREAM));
     report("personality_query", syscall(SYS_personality, 0xffffffffUL));
+    report("compat_getpid", in_child(compat_getpid));
 
     /* Namespaces: clone's flags are filtered; unshare and setns need SYS_ADMIN. */
     report("clone_newuser", raw_clone(CLONE_NEWUSER));
