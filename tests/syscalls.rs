@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use common::sbxd::{self, TestNet};
 use sbx::cli::client::ApiClient;
-use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest, SandboxStatus};
+use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest, ForkRequest, SandboxStatus};
 
 /// Where the probe is uploaded in each sandbox.
 const PROBE: &str = "/tmp/probe";
@@ -341,4 +341,75 @@ async fn device_nodes_are_unusable() {
     assert!(!list.contains("a *:* rwm"), "{list}");
     assert!(list.lines().any(|l| l == "c 1:3 rwm"), "{list}");
     assert!(!list.lines().any(|l| l.starts_with("c 1:1 ")), "{list}");
+}
+
+/// A warm fork (CRIU checkpoint and restore) keeps the profile: a loop started in the source
+/// before the fork runs the probe again and again, and in the clone, where CRIU restored the
+/// loop with the filter it had, its fresh results show the same refusals.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_warm_fork_keeps_the_profile() {
+    let net = TestNet::new();
+    let daemon = sbxd::daemon(&net, "");
+    let client = daemon.admin();
+    let name = sandbox_with_probe(
+        &client,
+        CreateSandboxRequest {
+            name: Some("src".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    exec(
+        &client,
+        &name,
+        &format!(
+            "setsid sh -c 'while :; do {PROBE} > /tmp/out.new && mv /tmp/out.new /tmp/out; \
+             sleep 0.1; done' </dev/null >/dev/null 2>&1 &"
+        ),
+    )
+    .await;
+    let forked = client
+        .fork_sandbox(
+            &name,
+            &ForkRequest {
+                new_name: Some("clone".into()),
+                warm: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("warm fork");
+    sbxd::running(&client, &forked.name, "default").await;
+    // Only the restored loop writes /tmp/out again after this.
+    exec(&client, "clone", "rm -f /tmp/out").await;
+    let started = std::time::Instant::now();
+    let out = loop {
+        let (_, out, _) = exec(&client, "clone", "cat /tmp/out 2>/dev/null").await;
+        if out.ends_with("done\n") {
+            break out;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the restored loop never wrote its results: {out}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let results: BTreeMap<String, String> = out
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    expect(&results, CONTROLS, "controls in a restored process");
+    expect(
+        &results,
+        &[
+            ("clone_newuser", "EPERM"),
+            ("clone3_plain", "ENOSYS"),
+            ("unshare_user", "EPERM"),
+            ("io_uring_setup", "ENOSYS"),
+            ("keyctl", "EPERM"),
+            ("userfaultfd", "EPERM"),
+        ],
+        "refusals in a restored process",
+    );
 }
