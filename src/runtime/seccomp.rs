@@ -4,7 +4,8 @@
 //! holds the capability that makes them legitimate; `clone` is allowed without namespace
 //! flags unless the sandbox holds SYS_ADMIN; `clone3` (unless SYS_ADMIN) and io_uring fail
 //! with ENOSYS, so that libc and runtimes fall back to `clone` and to epoll or threads
-//! instead of failing.
+//! instead of failing. Where it departs from moby's: io_uring is ENOSYS rather than EPERM,
+//! and the filter covers the native architecture only (see [`architectures`]).
 //!
 //! Names the runtime's libseccomp does not know (newer or other-architecture syscalls) are
 //! skipped by the runtime; runc makes syscalls newer than the profile's newest return ENOSYS.
@@ -199,8 +200,8 @@ const SOCKET_RULES: &[(LinuxSeccompOperator, u64)] = &[
     (LinuxSeccompOperator::ScmpCmpGt, 40),
 ];
 
-/// Personalities allowed (moby's): PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE, both, and the
-/// query 0xffffffff.
+/// Personalities allowed (moby's): PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32,
+/// and the query 0xffffffff.
 const PERSONALITIES: &[u64] = &[0, 0x8, 0x2_0000, 0x2_0008, 0xffff_ffff];
 
 /// The seccomp architecture of this host, alone: moby also lists the 32-bit ones a 64-bit
