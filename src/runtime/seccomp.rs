@@ -5,7 +5,7 @@
 //! flags unless the sandbox holds SYS_ADMIN; `clone3` (unless SYS_ADMIN) and io_uring fail
 //! with ENOSYS, so that libc and runtimes fall back to `clone` and to epoll or threads
 //! instead of failing. Where it departs from moby's: io_uring is ENOSYS rather than EPERM,
-//! and the filter covers the native architecture only (see [`architectures`]).
+//! and the filter covers the native architecture only (see `architectures`).
 //!
 //! Names the runtime's libseccomp does not know (newer or other-architecture syscalls) are
 //! skipped by the runtime; runc makes syscalls newer than the profile's newest return ENOSYS.
