@@ -1,19 +1,20 @@
 //! OCI runtime configuration of a sandbox (`config.json`), generated with `oci-spec`:
-//! user, capabilities, no-new-privileges, the default seccomp profile, cgroup limits, the
-//! sandbox's network namespace and its `/etc` files.
+//! user, capabilities, no-new-privileges, the default seccomp profile (`seccomp`), cgroup
+//! limits and device rules, the sandbox's network namespace and its `/etc` files.
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
-    Arch, Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
-    LinuxIdMappingBuilder, LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder,
-    LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
-    LinuxSeccompBuilder, LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder,
+    Capability, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
+    LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxIdMappingBuilder,
+    LinuxMemoryBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType,
+    LinuxPidsBuilder, LinuxResourcesBuilder, Mount, MountBuilder, PosixRlimitBuilder,
     PosixRlimitType, Process, ProcessBuilder, RootBuilder, Spec, UserBuilder,
 };
 
 use crate::runtime::RuntimeError;
 use crate::runtime::idmap::IdMap;
+use crate::runtime::seccomp;
 pub use crate::shared::capabilities::{NON_ROOT_ID, parse_capability};
 
 /// CFS period used for CPU quotas, microseconds.
@@ -132,108 +133,58 @@ fn bind(destination: &str, source: &Path) -> Result<Mount, RuntimeError> {
         .map_err(RuntimeError::spec)
 }
 
-/// Syscalls refused by default, each unless the sandbox holds the capability that makes it
-/// legitimate (as Docker's default profile does).
-const SECCOMP_DENY: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "acct",
-            "add_key",
-            "bpf",
-            "create_module",
-            "get_kernel_syms",
-            "kexec_file_load",
-            "kexec_load",
-            "keyctl",
-            "lookup_dcookie",
-            "nfsservctl",
-            "perf_event_open",
-            "query_module",
-            "request_key",
-            "uselib",
-            "userfaultfd",
-            "ustat",
-            "vm86",
-            "vm86old",
-            "_sysctl",
-            "sysfs",
-        ],
-    ),
-    (
-        "SYS_ADMIN",
-        &[
-            "mount",
-            "umount",
-            "umount2",
-            "pivot_root",
-            "setns",
-            "unshare",
-            "swapon",
-            "swapoff",
-            "open_by_handle_at",
-            "name_to_handle_at",
-            "quotactl",
-            "fsopen",
-            "fsmount",
-            "fsconfig",
-            "fspick",
-            "move_mount",
-            "open_tree",
-        ],
-    ),
-    (
-        "SYS_MODULE",
-        &["init_module", "finit_module", "delete_module"],
-    ),
-    ("SYS_BOOT", &["reboot"]),
-    (
-        "SYS_TIME",
-        &[
-            "settimeofday",
-            "stime",
-            "clock_settime",
-            "clock_adjtime",
-            "adjtimex",
-        ],
-    ),
-    (
-        "SYS_PTRACE",
-        &["ptrace", "process_vm_readv", "process_vm_writev", "kcmp"],
-    ),
-    ("SYS_RAWIO", &["iopl", "ioperm"]),
-    (
-        "SYS_NICE",
-        &["mbind", "set_mempolicy", "move_pages", "get_mempolicy"],
-    ),
+/// Character devices a sandbox may use (major, minor; `None`: any minor), the set every
+/// container runtime grants: null, zero, full, random, urandom, tty, ptmx and the ptys.
+const ALLOWED_DEVICES: &[(i64, Option<i64>)] = &[
+    (1, Some(3)),
+    (1, Some(5)),
+    (1, Some(7)),
+    (1, Some(8)),
+    (1, Some(9)),
+    (5, Some(0)),
+    (5, Some(2)),
+    (136, None),
 ];
 
-/// The default seccomp profile: allow, except the syscalls above return EPERM.
-pub fn default_seccomp(capabilities: &[Capability]) -> Result<LinuxSeccomp, RuntimeError> {
-    let mut names: Vec<String> = Vec::new();
-    for (cap, calls) in SECCOMP_DENY {
-        let granted =
-            !cap.is_empty() && parse_capability(cap).is_ok_and(|c| capabilities.contains(&c));
-        if !granted {
-            names.extend(calls.iter().map(|s| s.to_string()));
-        }
-    }
-    let deny = LinuxSyscallBuilder::default()
-        .names(names)
-        .action(LinuxSeccompAction::ScmpActErrno)
-        .errno_ret(libc::EPERM as u32)
+/// The device cgroup rules: deny every device, then allow [`ALLOWED_DEVICES`]. A device node
+/// that reaches the sandbox some other way (an image layer, a mknod without a user
+/// namespace) cannot be opened: the rootfs is `nodev` too, this covers `/dev`.
+fn device_rules() -> Result<Vec<LinuxDeviceCgroup>, RuntimeError> {
+    let deny_all = LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .typ(LinuxDeviceType::A)
+        .access("rwm")
         .build()
         .map_err(RuntimeError::spec)?;
-    LinuxSeccompBuilder::default()
-        .default_action(LinuxSeccompAction::ScmpActAllow)
-        .architectures(vec![
-            Arch::ScmpArchX86_64,
-            Arch::ScmpArchX86,
-            Arch::ScmpArchX32,
-        ])
-        .syscalls(vec![deny])
-        .build()
-        .map_err(RuntimeError::spec)
+    let mut rules = vec![deny_all];
+    for (major, minor) in ALLOWED_DEVICES {
+        let mut rule = LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .typ(LinuxDeviceType::C)
+            .major(*major)
+            .access("rwm");
+        if let Some(minor) = minor {
+            rule = rule.minor(*minor);
+        }
+        rules.push(rule.build().map_err(RuntimeError::spec)?);
+    }
+    Ok(rules)
+}
+
+/// The runtime's default mounts, with `/proc` as restrictive as the others (`nosuid`,
+/// `noexec`, `nodev`; the defaults give it no options).
+fn default_mounts(defaults: Vec<Mount>) -> Vec<Mount> {
+    defaults
+        .into_iter()
+        .map(|mut mount| {
+            if mount.destination() == Path::new("/proc") && mount.options().is_none() {
+                mount.set_options(Some(
+                    ["nosuid", "noexec", "nodev"].map(String::from).to_vec(),
+                ));
+            }
+            mount
+        })
+        .collect()
 }
 
 /// The whole runtime configuration.
@@ -248,18 +199,20 @@ pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
             .build()
             .map_err(RuntimeError::spec)?,
     ));
-    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    let mut mounts = default_mounts(spec.mounts().clone().unwrap_or_default());
     for (name, source) in &config.etc_files {
         mounts.push(bind(&format!("/etc/{name}"), source)?);
     }
     spec.set_mounts(Some(mounts));
 
-    let mut resources = LinuxResourcesBuilder::default().pids(
-        LinuxPidsBuilder::default()
-            .limit(DEFAULT_PIDS_LIMIT)
-            .build()
-            .map_err(RuntimeError::spec)?,
-    );
+    let mut resources = LinuxResourcesBuilder::default()
+        .devices(device_rules()?)
+        .pids(
+            LinuxPidsBuilder::default()
+                .limit(DEFAULT_PIDS_LIMIT)
+                .build()
+                .map_err(RuntimeError::spec)?,
+        );
     if let Some(millis) = config.cpu_millis {
         // Saturating: a limit of more CPUs than any host has (the API takes any quantity)
         // is no limit, not an overflow.
@@ -328,7 +281,7 @@ pub fn spec(config: &BundleConfig) -> Result<Spec, RuntimeError> {
         .cgroups_path(PathBuf::from(&config.cgroups_path))
         .masked_paths(defaults.masked_paths().clone().unwrap_or_default())
         .readonly_paths(defaults.readonly_paths().clone().unwrap_or_default())
-        .seccomp(default_seccomp(&config.capabilities)?)
+        .seccomp(seccomp::default_seccomp(&config.capabilities)?)
         .build()
         .map_err(RuntimeError::spec)?;
     spec.set_linux(Some(linux));
@@ -413,12 +366,35 @@ mod tests {
             (&0.into(), &100_000.into(), &65536.into())
         );
         assert_eq!(json["linux"]["gidMappings"][0]["hostID"], 100_000);
+        // An allow-list: EPERM by default; mount is not allowed without SYS_ADMIN.
+        let seccomp = &json["linux"]["seccomp"];
+        assert_eq!(seccomp["defaultAction"], "SCMP_ACT_ERRNO");
+        assert_eq!(seccomp["defaultErrnoRet"], libc::EPERM);
+        let allowed = seccomp["syscalls"][0]["names"].as_array().unwrap();
+        assert!(allowed.iter().any(|n| n == "read"));
+        assert!(!allowed.iter().any(|n| n == "mount"));
+        // Every device denied first, then the usual character devices.
+        let devices = json["linux"]["resources"]["devices"].as_array().unwrap();
+        assert_eq!(
+            devices[0],
+            serde_json::json!({"allow": false, "type": "a", "access": "rwm"})
+        );
         assert!(
-            json["linux"]["seccomp"]["syscalls"][0]["names"]
-                .as_array()
-                .unwrap()
+            devices[1..]
                 .iter()
-                .any(|n| n == "mount")
+                .all(|d| d["allow"] == true && d["type"] == "c")
+        );
+        assert!(devices.iter().any(|d| d["major"] == 1 && d["minor"] == 3));
+        assert!(!devices.iter().any(|d| d["major"] == 1 && d["minor"] == 1));
+        let proc_mount = json["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == "/proc")
+            .unwrap();
+        assert_eq!(
+            proc_mount["options"],
+            serde_json::json!(["nosuid", "noexec", "nodev"])
         );
         assert!(
             json["mounts"]

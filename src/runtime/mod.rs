@@ -14,6 +14,7 @@ pub mod overlay;
 pub mod process;
 pub mod pty;
 pub mod runc;
+pub mod seccomp;
 pub mod shim;
 pub mod storage;
 

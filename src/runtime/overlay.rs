@@ -62,11 +62,14 @@ impl RootFs {
                 lowers.len()
             )));
         }
+        // nodev: a device node in the image or written by the sandbox is never a device
+        // (the runtime's bind of the root keeps the flag, locked in the sandbox's user
+        // namespace). /dev is the runtime's own tmpfs.
         nix::mount::mount(
             Some("overlay"),
             &self.merged,
             Some("overlay"),
-            MsFlags::empty(),
+            MsFlags::MS_NODEV,
             Some(options.as_str()),
         )
         .map_err(|e| RuntimeError::io("mount overlay", e.into()))
