@@ -614,15 +614,25 @@ impl Config {
                     .into(),
             ));
         }
+        let mode = overrides.mode.or(file.mode).unwrap_or_default();
+        let runtime = file.runtime.unwrap_or_default();
+        if mode == Mode::Production && !runtime.user_namespace {
+            // Without a user namespace a sandbox's root is the host's root: one escape from
+            // the container is the host. Development may trade that for plain runc's ids.
+            return Err(ConfigError::Invalid(
+                "[runtime] userNamespace = false is refused in production mode: sandboxes                  would run as the host's root; remove the setting (the default is true)"
+                    .into(),
+            ));
+        }
         Ok(Config {
             listen,
             data_dir: overrides
                 .data_dir
                 .or(file.data_dir)
                 .unwrap_or_else(paths::default_data_dir),
-            mode: overrides.mode.or(file.mode).unwrap_or_default(),
+            mode,
             platform,
-            runtime: file.runtime.unwrap_or_default(),
+            runtime,
             network: file.network.unwrap_or_default(),
             images: {
                 let mut images = file.images.unwrap_or_default();

@@ -25,6 +25,26 @@ pub const DEFAULT_CAPS: [&str; 14] = [
     "AUDIT_WRITE",
 ];
 
+/// What a tenant's caller (a `user` key or OIDC user, an unscoped development key) may have
+/// in a sandbox without an admin's say: the default set (`NET_BIND_SERVICE` among it). A
+/// tenant's `limits.allowedCapabilities` adds to it; operators and admins are not limited.
+/// The syscalls the seccomp profile lifts for a capability follow the granted set, so this
+/// list also bounds which blocks a tenant's sandbox can have lifted.
+pub const TENANT_USER_CAPS: [&str; 14] = DEFAULT_CAPS;
+
+/// The first capability of `set` that a tenant's caller may not have: outside
+/// [`TENANT_USER_CAPS`] and outside `allowed` (the tenant's `limits.allowedCapabilities`;
+/// names that do not parse allow nothing).
+pub fn first_not_allowed(set: &[Capability], allowed: &[String]) -> Option<Capability> {
+    let allowed: Vec<Capability> = TENANT_USER_CAPS
+        .iter()
+        .map(|name| parse_capability(name))
+        .chain(allowed.iter().map(|name| parse_capability(name)))
+        .filter_map(Result::ok)
+        .collect();
+    set.iter().find(|cap| !allowed.contains(cap)).copied()
+}
+
 /// Every capability name `parse_capability` knows, as the API document lists them.
 pub const NAMES: [&str; 41] = [
     "AUDIT_CONTROL",
@@ -155,5 +175,29 @@ mod tests {
                 .contains("FLY")
         );
         assert!(capability_set(None, Some(&["ALL".to_string()])).is_err());
+    }
+
+    #[test]
+    fn tenant_users_get_the_defaults_and_what_their_tenant_allows() {
+        let set = |names: &[&str]| -> Vec<Capability> {
+            let add: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            capability_set(None, Some(&add)).unwrap()
+        };
+        assert_eq!(
+            first_not_allowed(&set(&["NET_BIND_SERVICE", "CHOWN"]), &[]),
+            None
+        );
+        let defaults = capability_set(Some(&[]), None).unwrap();
+        assert_eq!(first_not_allowed(&defaults, &[]), None);
+        assert_eq!(
+            first_not_allowed(&set(&["CHOWN", "SYS_ADMIN"]), &[]),
+            Some(Capability::SysAdmin)
+        );
+        let allowed = ["cap_sys_ptrace".to_string()];
+        assert_eq!(first_not_allowed(&set(&["SYS_PTRACE"]), &allowed), None);
+        assert_eq!(
+            first_not_allowed(&set(&["SYS_PTRACE", "NET_ADMIN"]), &allowed),
+            Some(Capability::NetAdmin)
+        );
     }
 }

@@ -6,6 +6,7 @@ pub mod identity;
 pub mod images;
 pub mod install;
 pub mod keys;
+pub mod names;
 pub mod nodes;
 pub mod sandboxes;
 pub mod snapshots;
@@ -50,6 +51,9 @@ pub fn app(state: AppState) -> Router {
         // Inside authentication and the audit: a request passed to the replica holding its
         // tenant's quota Lease is refused here as anywhere, and audited on both replicas.
         .route_layer(middleware::from_fn(crate::daemon::forward::to_holder))
+        // Before a request is forwarded or handled: a malformed name in its path or query
+        // is a 400 here, never a lookup.
+        .route_layer(middleware::from_fn(names::check))
         // Inside authentication: the audit knows who.
         .route_layer(middleware::from_fn_with_state(state.clone(), audit::audit))
         .route_layer(middleware::from_fn_with_state(

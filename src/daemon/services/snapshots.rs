@@ -9,7 +9,10 @@ use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{
     PlatformError, RestorePlan, SandboxBackend, SnapshotBackend, TenantStore,
 };
-use crate::daemon::services::sandboxes::{LOCAL_BACKEND, Nodes, Sizing, apply_tenant_policy};
+use crate::daemon::services::process::command_field;
+use crate::daemon::services::sandboxes::{
+    LOCAL_BACKEND, Nodes, Sizing, apply_tenant_policy, validate_limits,
+};
 use crate::daemon::services::tenants::{Need, TenantService};
 use crate::shared::image_ref::normalize_reference;
 use crate::shared::models::DEFAULT_NAMESPACE;
@@ -265,21 +268,17 @@ impl SnapshotService {
         if let Some(image) = overrides.image.as_deref().filter(|i| !i.trim().is_empty()) {
             normalize_reference(image.trim()).map_err(bad)?;
         }
-        let limits = overrides
-            .limits
-            .clone()
-            .unwrap_or_default()
-            .parse()
-            .map_err(bad)?;
+        // The same checks as a create's (issue 43 point 17): a restore makes a sandbox too.
+        let limits = validate_limits(overrides.limits.as_ref())?;
         let mut plan = RestorePlan {
             namespace: namespace.clone(),
             new_name: new_name.to_string(),
             image: overrides.image.clone().filter(|i| !i.trim().is_empty()),
-            cpu_millis: limits.cpu.map(|q| q.millis() as u64),
-            memory_bytes: limits.memory.map(|q| q.value_ceil() as u64),
-            ephemeral_bytes: limits.ephemeral_storage.map(|q| q.value_ceil() as u64),
-            entrypoint: overrides.entrypoint.clone(),
-            cmd: overrides.cmd.clone(),
+            cpu_millis: limits.cpu_millis,
+            memory_bytes: limits.memory_bytes,
+            ephemeral_bytes: limits.ephemeral_bytes,
+            entrypoint: command_field("entrypoint", overrides.entrypoint.as_ref()).map_err(bad)?,
+            cmd: command_field("cmd", overrides.cmd.as_ref()).map_err(bad)?,
             before_script: overrides.before_script.clone().map(Some),
             root_disk_bytes: overrides
                 .root_disk_size

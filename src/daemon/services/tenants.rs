@@ -71,6 +71,13 @@ impl Access {
     }
 }
 
+/// 400 unless `namespace` is a DNS-1123 label. Every namespace a request names (path, query
+/// or body) passes the access check, so it is checked here once: a malformed one never
+/// reaches a platform, a cache key or a message built from it.
+fn valid_namespace(namespace: &str) -> ServiceResult<()> {
+    names::validate_dns_label("namespace", namespace).map_err(ServiceError::bad_request)
+}
+
 /// The tenant that owns a namespace, and its spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Owner {
@@ -182,6 +189,7 @@ impl TenantService {
         namespace: &str,
         need: Need,
     ) -> ServiceResult<Access> {
+        valid_namespace(namespace)?;
         let access = self.access(principal).await?;
         match (access.role_in(namespace), need) {
             (None, _) => Err(ServiceError::forbidden(format!(
@@ -205,6 +213,7 @@ impl TenantService {
         namespace: &str,
         missing: impl FnOnce() -> String,
     ) -> ServiceResult<()> {
+        valid_namespace(namespace)?;
         if self.access(principal).await?.sees(namespace) {
             Ok(())
         } else {
@@ -386,6 +395,8 @@ impl TenantService {
     }
 
     async fn stored(&self, name: &str) -> ServiceResult<StoredTenant> {
+        // A name no tenant can have is the caller's mistake (400), not an absent tenant.
+        names::validate_dns_label("tenant name", name).map_err(ServiceError::bad_request)?;
         self.all()
             .await?
             .into_iter()

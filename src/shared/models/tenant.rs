@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::shared::models::formats::{DnsLabel, NodeName, QuantityText, TenancyLabelMap};
+use crate::shared::models::formats::{
+    CapabilityName, DnsLabel, NodeName, QuantityText, TenancyLabelMap,
+};
 
 use crate::shared::models::sandbox::{DeleteResult, require_field};
 use crate::shared::quantity::Quantity;
@@ -135,6 +137,12 @@ pub struct TenantLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 10, maximum = 315_360_000)]
     pub max_ttl_seconds: Option<u64>,
+    /// Capabilities the tenant's users may add with `cap_add` beyond the runtime's default
+    /// set (sbx extension; set by an admin). Without it a tenant's user gets 403 for any other
+    /// capability; operators and admins are not limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<CapabilityName>>)]
+    pub allowed_capabilities: Option<Vec<String>>,
 }
 
 /// A free-form object; in the Tenant CRD its fields are kept as written.
@@ -238,6 +246,18 @@ impl TenantSpec {
                 return Err(format!(
                     "limits.maxTtlSeconds must be at least {min} and at most {max}"
                 ));
+            }
+            for name in limits.allowed_capabilities.as_deref().unwrap_or_default() {
+                // `ALL` would hand every capability, SYS_ADMIN among them, to every user of
+                // the tenant: an admin names each one.
+                if name.trim().eq_ignore_ascii_case("ALL") {
+                    return Err(
+                        "limits.allowedCapabilities: ALL is not allowed; name the capabilities"
+                            .to_string(),
+                    );
+                }
+                crate::shared::capabilities::parse_capability(name)
+                    .map_err(|e| format!("invalid `spec.limits.allowedCapabilities`: {e}"))?;
             }
         }
         Ok(())
