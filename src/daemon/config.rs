@@ -134,12 +134,40 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImagesConfig {
+    /// The most one image may unpack to, bytes: its layers' uncompressed tar streams together
+    /// (files, their metadata and the archive's headers), counted as a pull or an import
+    /// unpacks them; past it the image is refused (400). Default 16 GiB
+    /// ([`crate::runtime::images::DEFAULT_MAX_IMAGE_BYTES`]), which the largest common images
+    /// (CUDA and ML toolchains) fit in.
+    #[serde(default)]
+    pub max_image_bytes: Option<u64>,
+    /// The most the image store's layers may take together, bytes (what it records for its
+    /// layers, and what is being unpacked); a pull or import that would pass it is refused
+    /// (503) until an operator raises it or clears the store. Default 100 GiB
+    /// ([`crate::runtime::images::DEFAULT_MAX_STORE_BYTES`]).
+    #[serde(default)]
+    pub max_store_bytes: Option<u64>,
     /// Registries (`host:port`) reached over plain HTTP, e.g. a loopback test registry.
     #[serde(default)]
     pub insecure_registries: Vec<String>,
     /// OCI archives imported at start-up (for hosts with no registry).
     #[serde(default)]
     pub preload: Vec<PathBuf>,
+}
+
+impl ImagesConfig {
+    /// The store's bounds (`maxImageBytes`, `maxStoreBytes`); errors name the key.
+    pub fn limits(&self) -> Result<crate::runtime::images::ImageLimits, String> {
+        let defaults = crate::runtime::images::ImageLimits::default();
+        let limits = crate::runtime::images::ImageLimits {
+            max_image_bytes: self.max_image_bytes.unwrap_or(defaults.max_image_bytes),
+            max_store_bytes: self.max_store_bytes.unwrap_or(defaults.max_store_bytes),
+        };
+        if limits.max_image_bytes == 0 || limits.max_store_bytes == 0 {
+            return Err("images.maxImageBytes and images.maxStoreBytes must be positive".into());
+        }
+        Ok(limits)
+    }
 }
 
 /// The resolved configuration of one `sbx serve` process.
@@ -602,6 +630,9 @@ impl Config {
                 std::env::var_os("KUBERNETES_SERVICE_HOST").map(|_| PlatformKind::Kubernetes)
             })
             .unwrap_or_default();
+        if let Some(images) = &file.images {
+            images.limits().map_err(ConfigError::Invalid)?;
+        }
         let kubernetes = file
             .kubernetes
             .unwrap_or_default()

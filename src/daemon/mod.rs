@@ -57,6 +57,10 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
             if let Some(path) = &config.nodes.disk_pool_path {
                 platform.set_disk_pool(path.clone());
             }
+            // Checked when the config was resolved: an error here is the defaults' (none).
+            if let Ok(limits) = config.images.limits() {
+                platform.image_store().set_limits(limits);
+            }
             for archive in &config.images.preload {
                 let images = platform
                     .image_store()

@@ -14,4 +14,5 @@ pub mod names;
 pub mod paths;
 pub mod quantity;
 pub mod signals;
+pub mod tar_guard;
 pub mod timestamp;

@@ -9,10 +9,11 @@ use axum::routing::get;
 use futures_util::TryStreamExt;
 
 use crate::daemon::auth::Principal;
-use crate::daemon::error::ServiceResult;
+use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Json, Path, Query};
+use crate::daemon::services::files::MAX_UPLOAD_BODY_BYTES;
 use crate::daemon::state::AppState;
-use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
 use crate::shared::files::{FileStat, FilesQuery, TAR, TarArchive, UploadResult};
 use crate::shared::models::sandbox::namespace_or_default;
 
@@ -87,9 +88,11 @@ pub async fn download_files(
 ///
 /// `path` names a directory that exists. Every entry is checked before the sandbox sees it:
 /// relative, no `..`, not under a link the archive made, a file, directory or link (no devices
-/// or FIFOs), 1 GiB of content at most. Modes and times are kept; the files belong to the
-/// sandbox's user (`tar` runs in the sandbox as that user, which the image must have, with
-/// `/bin/sh`). A refused entry ends the upload there: the entries before it stay.
+/// or FIFOs), 1 GiB of content at most, in a body of at most 1.1 GiB (headers and padding
+/// included); a GNU long name or link or a PAX header may hold 64 KiB at most (refused by the
+/// size its header announces, before it is read). Modes and times are kept; the files belong
+/// to the sandbox's user (`tar` runs in the sandbox as that user, which the image must have,
+/// with `/bin/sh`). A refused entry ends the upload there: the entries before it stay.
 #[utoipa::path(put, path = "/api/v1/sandboxes/{name}/files", tag = "sandboxes",
     params(("name" = String, Path, description = "Sandbox name"), FilesQuery),
     request_body(
@@ -101,10 +104,10 @@ pub async fn download_files(
     ),
     responses(
         (status = 200, description = "Unpacked", body = DataEnvelope<UploadResult>),
-        (status = 400, description = "Missing or bad `path`, not a directory, not a tar archive, or a refused entry (named)", body = ErrorEnvelope),
+        (status = 400, description = "Missing or bad `path`, not a directory, not a tar archive, a refused entry (named), or an extension header (long name or link, PAX) of more than 64 KiB", body = ErrorEnvelope),
         (status = 404, description = "No such sandbox, or no directory at the path", body = ErrorEnvelope),
         (status = 409, description = "The sandbox is paused or has failed", body = ErrorEnvelope),
-        (status = 413, description = "The archive unpacks to more than 1 GiB", body = ErrorEnvelope),
+        (status = 413, description = "The archive unpacks to more than 1 GiB, or the body is larger than 1.1 GiB", body = ErrorEnvelope),
         (status = 415, description = "The body was not sent as application/x-tar (or application/octet-stream)", body = ErrorEnvelope),
         (status = 422, description = "The image has no `tar` or `/bin/sh`, or `tar` failed (no room, no permission)", body = ErrorEnvelope),
     ))]
@@ -119,6 +122,18 @@ pub async fn upload_files(
     let namespace = namespace_or_default(query.namespace.as_deref());
     state.tenants.require_write(&principal, namespace).await?;
     crate::daemon::extract::require_tar_body(&headers)?;
+    // A body announced too large is refused before a byte of it is read (a client that
+    // waits for `100 Continue` sends none); one that is not announced is counted as it comes.
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_UPLOAD_BODY_BYTES) {
+        return Err(ServiceError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than {MAX_UPLOAD_BODY_BYTES} bytes"),
+        ));
+    }
     let body = body.into_data_stream().map_err(std::io::Error::other);
     Ok(Json(
         state.sandboxes.upload_files(&name, &query, body).await?,

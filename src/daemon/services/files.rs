@@ -1,14 +1,16 @@
 //! Files in and out of a sandbox, on every platform alike: `tar` runs in the sandbox (as its
 //! user, in its root, so no path it resolves can leave the sandbox) over the streamed exec;
 //! the service checks every entry of an upload before the sandbox sees it (no absolute path,
-//! no `..`, nothing written through a link the archive made, no devices, a size limit).
+//! no `..`, nothing written through a link the archive made, no devices, a size limit), and
+//! bounds what reading it costs: the body's raw size, and extension headers (long names, PAX)
+//! refused by their announced size before they are read ([`TarGuard`]).
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::sandboxes::SandboxService;
@@ -18,6 +20,12 @@ use crate::shared::exec_stream::{ExecSession, ExecStatus, ExecStreamQuery, Frame
 use crate::shared::files::{
     FileStat, FileType, FilesQuery, MAX_UPLOAD_BYTES, UploadResult, sandbox_path, split,
 };
+use crate::shared::tar_guard::{ExtensionTooLarge, TarGuard};
+
+/// The most bytes an upload's body may carry: the content limit ([`MAX_UPLOAD_BYTES`]) and a
+/// tenth more for the archive's headers and padding. Past it the upload is refused (413)
+/// whatever its entries hold: headers alone (tiny files, PAX records) cost no content.
+pub const MAX_UPLOAD_BODY_BYTES: u64 = MAX_UPLOAD_BYTES + MAX_UPLOAD_BYTES / 10;
 
 /// Exit codes of the scripts below for what the service answers itself.
 const NO_TAR: i32 = 90;
@@ -55,7 +63,8 @@ impl SandboxService {
 
     /// Unpacks the tar archive `body` in the directory `query.path` of the sandbox (which
     /// must exist). Entries are checked as they stream; one refused ends the upload there (400,
-    /// or 413 past [`MAX_UPLOAD_BYTES`]), the ones before it stay unpacked.
+    /// or 413 past [`MAX_UPLOAD_BYTES`] of content or [`MAX_UPLOAD_BODY_BYTES`] of body), the
+    /// ones before it stay unpacked.
     pub async fn upload_files(
         &self,
         name: &str,
@@ -72,6 +81,7 @@ impl SandboxService {
         let ExecSession { input, mut output } = session;
         // Held until the status: a session whose input is dropped ends its command.
         let _held = input.clone();
+        let body = capped(body, MAX_UPLOAD_BODY_BYTES);
         let reader =
             tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(Box::pin(body)));
         let mut checker =
@@ -265,6 +275,53 @@ fn check_status(status: &ExecStatus, stderr: &[u8], name: &str, path: &str) -> S
     }
 }
 
+/// The body past [`MAX_UPLOAD_BODY_BYTES`]: the error the archive check reads.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body is larger than {MAX_UPLOAD_BODY_BYTES} bytes")]
+struct BodyTooLarge;
+
+/// `body`, which yields one [`BodyTooLarge`] error in place of the chunk that takes it past
+/// `limit` bytes. The check stops at that error; the chunks after it pass, for the bounded
+/// drain of a refused upload ([`check_archive`]).
+fn capped(
+    body: impl Stream<Item = io::Result<Bytes>> + Send + 'static,
+    limit: u64,
+) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+    let mut seen = 0u64;
+    body.map(move |chunk| {
+        let chunk = chunk?;
+        let before = seen;
+        seen = seen.saturating_add(chunk.len() as u64);
+        if seen > limit && before <= limit {
+            return Err(io::Error::other(BodyTooLarge));
+        }
+        Ok(chunk)
+    })
+}
+
+/// The refusal a failed read of the archive means, if the guards caused it: 413 for a body
+/// over its limit, 400 (with what the header announced) for an oversized extension header.
+fn read_refusal(e: &io::Error) -> Option<Refusal> {
+    if let Some(refused) = ExtensionTooLarge::find(e) {
+        return Some(Refusal::Refused(ServiceError::bad_request(format!(
+            "the archive is refused: {}",
+            refused.message()
+        ))));
+    }
+    let too_large = e
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<BodyTooLarge>().is_some());
+    too_large.then(|| {
+        Refusal::Refused(ServiceError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the request body is larger than {MAX_UPLOAD_BODY_BYTES} bytes (an upload \
+                 unpacks to {MAX_UPLOAD_BYTES} bytes at most, and its headers may add a tenth)"
+            ),
+        ))
+    })
+}
+
 /// Why the archive check stopped before the end.
 enum Refusal {
     /// The archive is refused: the error to answer.
@@ -293,12 +350,12 @@ impl Write for FrameWriter {
 /// Reads the archive in `reader`, checks each entry and writes it again to `out` (then ends
 /// the stdin): the entries and content bytes it passed.
 fn check_archive(reader: impl Read, out: FrameWriter) -> Result<UploadResult, Refusal> {
-    let mut archive = tar::Archive::new(reader);
+    let mut archive = tar::Archive::new(TarGuard::new(reader));
     let result = pass_entries(&mut archive, out);
     if result.is_err() {
         // A client reads the answer once it has sent its body: the rest is read, to a bound.
         let _ = std::io::copy(
-            &mut archive.into_inner().take(DRAIN_BYTES),
+            &mut archive.into_inner().into_inner().take(DRAIN_BYTES),
             &mut std::io::sink(),
         );
     }
@@ -318,11 +375,12 @@ fn pass_entries<R: Read>(
     let mut links: HashSet<PathBuf> = HashSet::new();
     let mut counted = UploadResult::default();
     let refuse = |m: String| Refusal::Refused(ServiceError::bad_request(m));
-    let entries = archive
-        .entries()
-        .map_err(|e| refuse(format!("the body is not a tar archive: {e}")))?;
+    let unreadable = |e: io::Error| {
+        read_refusal(&e).unwrap_or_else(|| refuse(format!("the body is not a tar archive: {e}")))
+    };
+    let entries = archive.entries().map_err(unreadable)?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| refuse(format!("the body is not a tar archive: {e}")))?;
+        let mut entry = entry.map_err(unreadable)?;
         let path = entry
             .path()
             .map_err(|e| refuse(format!("an entry's path: {e}")))?
@@ -362,7 +420,7 @@ fn pass_entries<R: Read>(
                 )));
             }
         };
-        written.map_err(|_| Refusal::Closed)?;
+        written.map_err(|e| read_refusal(&e).unwrap_or(Refusal::Closed))?;
         counted.entries += 1;
     }
     builder
@@ -501,5 +559,37 @@ mod tests {
             b.append_data(&mut h, "pipe", std::io::empty()).unwrap();
         });
         assert!(check(fifo).unwrap_err().contains("Fifo"));
+    }
+
+    #[test]
+    fn oversized_extension_headers_are_refused_by_their_header() {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::GNULongName);
+        h.set_size(4 << 30);
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_cksum();
+        let mut bytes = h.as_bytes().to_vec();
+        bytes.extend(vec![b'a'; 4096]);
+        let err = check(bytes).unwrap_err();
+        assert!(
+            err.contains("GNU long name ('L') of 4294967296 bytes; extension headers may hold"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn bodies_past_the_limit_are_refused_once_then_drained() {
+        use futures_util::StreamExt;
+        let chunks = (0..3).map(|_| Ok(Bytes::from(vec![0u8; 10])));
+        let seen: Vec<io::Result<Bytes>> = capped(futures_util::stream::iter(chunks), 15)
+            .collect()
+            .await;
+        assert!(seen[0].is_ok() && seen[2].is_ok());
+        let err = seen[1].as_ref().unwrap_err();
+        match read_refusal(err) {
+            Some(Refusal::Refused(e)) => assert_eq!(e.code, ErrorCode::PayloadTooLarge),
+            _ => panic!("not a refusal: {err}"),
+        }
+        assert!(read_refusal(&io::Error::other("a client went away")).is_none());
     }
 }

@@ -18,14 +18,17 @@ pub(super) fn extract_layout(archive: &Path, dest: &Path) -> Result<(), ImageErr
     } else {
         Box::new(reader)
     };
-    let not_tar = |e: io::Error| {
-        ImageError::InvalidArchive(format!(
+    let not_tar = |e: io::Error| match crate::shared::tar_guard::ExtensionTooLarge::find(&e) {
+        Some(refused) => {
+            ImageError::InvalidArchive(format!("the archive is refused: {}", refused.message()))
+        }
+        None => ImageError::InvalidArchive(format!(
             "not an OCI image archive: cannot read it as a tar file ({e})"
-        ))
+        )),
     };
     fs::create_dir_all(dest.join("blobs"))
         .map_err(ImageError::io(format!("cannot create {}", dest.display())))?;
-    let mut archive = tar::Archive::new(input);
+    let mut archive = tar::Archive::new(crate::shared::tar_guard::TarGuard::new(input));
     let mut entries_seen = 0usize;
     for entry in archive.entries().map_err(not_tar)? {
         let mut entry = entry.map_err(not_tar)?;

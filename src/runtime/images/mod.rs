@@ -14,6 +14,10 @@
 //! against its digest and its diff id, unpacked into `tmp/` and renamed into `layers/`, so a
 //! layer directory either is complete or does not exist.
 //!
+//! Layers come from anyone who can push an image, so unpacking is bounded ([`ImageLimits`]):
+//! one image's unpacked bytes, the store's, and each tar extension header (64 KiB, see
+//! [`crate::shared::tar_guard`]); device nodes in a layer are not made.
+//!
 //! Images imported from an archive are named by the manifest's `io.containerd.image.name`
 //! annotation, else by `org.opencontainers.image.ref.name`. When that annotation holds only a
 //! tag (`latest`, as `skopeo copy … oci-archive:FILE:TAG` writes it), the repository name is
@@ -85,6 +89,13 @@ pub enum ImageError {
     /// The image uses something this store does not handle, e.g. zstd layers (400).
     #[error("{0}")]
     Unsupported(String),
+    /// A layer passes a bound: a tar extension header over 64 KiB, or the image unpacks to
+    /// more than [`ImageLimits::max_image_bytes`] (400).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The store would hold more than [`ImageLimits::max_store_bytes`] (the host's problem).
+    #[error("{0}")]
+    StoreFull(String),
     /// The store's own files are inconsistent (500).
     #[error("{0}")]
     Corrupt(String),
@@ -101,13 +112,48 @@ pub enum ImageError {
 impl ImageError {
     /// Whether the request was at fault (answer 400) rather than the host (answer 500).
     pub fn is_caller_error(&self) -> bool {
-        !matches!(self, ImageError::Corrupt(_) | ImageError::Io { .. })
+        !matches!(
+            self,
+            ImageError::Corrupt(_) | ImageError::Io { .. } | ImageError::StoreFull(_)
+        )
     }
 
     fn io(context: impl Into<String>) -> impl FnOnce(io::Error) -> ImageError {
         let context = context.into();
         move |source| ImageError::Io { context, source }
     }
+}
+
+/// What the store may hold (`[images] maxImageBytes` and `maxStoreBytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageLimits {
+    /// The most one image may unpack to: its layers' uncompressed tar bytes together.
+    pub max_image_bytes: u64,
+    /// The most the store's layers may take together (recorded sizes, and the tar bytes of
+    /// layers being unpacked).
+    pub max_store_bytes: u64,
+}
+
+/// Default of [`ImageLimits::max_image_bytes`]: 16 GiB, which the largest common images (CUDA
+/// and ML toolchains) fit in.
+pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 16 << 30;
+/// Default of [`ImageLimits::max_store_bytes`]: 100 GiB.
+pub const DEFAULT_MAX_STORE_BYTES: u64 = 100 << 30;
+
+impl Default for ImageLimits {
+    fn default() -> Self {
+        ImageLimits {
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
+            max_store_bytes: DEFAULT_MAX_STORE_BYTES,
+        }
+    }
+}
+
+/// The store's size: what its index records for its layers, and the bytes being unpacked.
+#[derive(Debug, Default)]
+struct StoreSize {
+    recorded: AtomicU64,
+    unpacking: AtomicU64,
 }
 
 /// The runtime settings an image carries (from its config's `config` object).
@@ -220,6 +266,8 @@ pub struct ImageStore {
     index: Mutex<StoreIndex>,
     layer_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     temp_counter: AtomicU64,
+    limits: Mutex<ImageLimits>,
+    size: Arc<StoreSize>,
 }
 
 impl std::fmt::Debug for ImageStore {
@@ -282,6 +330,10 @@ impl ImageStore {
             user_agent: concat!("sbx/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
         });
+        let size = StoreSize {
+            recorded: AtomicU64::new(index.layers.values().sum()),
+            unpacking: AtomicU64::new(0),
+        };
         Ok(ImageStore {
             root: root.to_path_buf(),
             insecure_registries,
@@ -289,7 +341,29 @@ impl ImageStore {
             index: Mutex::new(index),
             layer_locks: Mutex::new(HashMap::new()),
             temp_counter: AtomicU64::new(0),
+            limits: Mutex::new(ImageLimits::default()),
+            size: Arc::new(size),
         })
+    }
+
+    /// Sets the bounds of later pulls and imports (the defaults until then).
+    pub fn set_limits(&self, limits: ImageLimits) {
+        *self.limits.lock().unwrap_or_else(PoisonError::into_inner) = limits;
+    }
+
+    /// What one pull or import of `reference` may unpack.
+    fn budget(&self, reference: &str) -> Arc<Budget> {
+        let limits = *self.limits.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::new(Budget::new(reference, limits, self.size.clone()))
+    }
+
+    /// Records the unpacked size of a layer (and the store's total with it).
+    fn record_layer_size(&self, hex: &str, size: u64) {
+        let old = self.lock_index().layers.insert(hex.to_string(), size);
+        self.size.recorded.fetch_add(size, Ordering::Relaxed);
+        if let Some(old) = old {
+            self.size.recorded.fetch_sub(old, Ordering::Relaxed);
+        }
     }
 
     /// The store's root directory.
@@ -358,6 +432,7 @@ impl ImageStore {
                 )));
             }
             let mut sizes = Vec::new();
+            let budget = self.budget(&reference);
             for (layer, diff_id) in manifest.layers.iter().zip(&config.rootfs.diff_ids) {
                 check_layer_media_type(&layer.media_type)?;
                 let path = blob_path(&layout.0, &layer.digest)?;
@@ -366,7 +441,7 @@ impl ImageStore {
                     media_type: layer.media_type.clone(),
                     digest: layer.digest.clone(),
                 };
-                sizes.push(self.ensure_layer(diff_id, source).await?);
+                sizes.push(self.ensure_layer(diff_id, source, &budget).await?);
             }
             let image = self.record(reference, descriptor.digest.clone(), config, &sizes)?;
             tracing::info!(reference = %image.reference, digest = %image.digest,
@@ -547,16 +622,18 @@ impl ImageStore {
             "cannot measure layer {}",
             dir.display()
         )))?;
-        self.lock_index().layers.insert(hex.to_string(), size);
+        self.record_layer_size(hex, size);
         Ok(size)
     }
 
     /// Makes sure the layer `diff_id` is unpacked under `layers/`, fetching it from `source`
-    /// if not; returns its unpacked size. Concurrent calls for one layer unpack it once.
+    /// if not; returns its unpacked size, which it charges to `budget`. Concurrent calls for
+    /// one layer unpack it once.
     async fn ensure_layer(
         &self,
         diff_id: &str,
         source: LayerSource<'_>,
+        budget: &Arc<Budget>,
     ) -> Result<u64, ImageError> {
         let hex = digest_hex(diff_id).map_err(|reason| match &source {
             LayerSource::Registry { .. } => {
@@ -567,16 +644,19 @@ impl ImageStore {
             }
         })?;
         let dir = self.root.join(LAYERS_DIR).join(hex);
+        let reused = |size: u64| budget.reuse(hex, size).map(|()| size);
         if dir.is_dir() {
-            return self.known_layer_size(hex, &dir);
+            return self.known_layer_size(hex, &dir).and_then(reused);
         }
         let lock = self.layer_lock(hex);
         let result = {
             let _guard = lock.lock().await;
             if dir.is_dir() {
-                self.known_layer_size(hex, &dir)
+                self.known_layer_size(hex, &dir).and_then(reused)
             } else {
-                self.fetch_layer(diff_id, hex, &dir, source).await
+                budget.first_time(hex);
+                self.fetch_layer(diff_id, hex, &dir, source, budget.clone())
+                    .await
             }
         };
         self.release_layer_lock(hex, lock);

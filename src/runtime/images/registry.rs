@@ -47,6 +47,7 @@ impl ImageStore {
         for descriptor in &manifest.layers {
             check_layer_media_type(&descriptor.media_type)?;
         }
+        let budget = self.budget(&normalized);
         // Futures collected first: a closure inside the stream type would make this future
         // not provably Send (rustc's higher-ranked lifetime inference), and it is spawned.
         let layer_pulls: Vec<_> = manifest
@@ -60,6 +61,7 @@ impl ImageStore {
                         reference: &parsed,
                         descriptor,
                     },
+                    &budget,
                 )
             })
             .collect();
@@ -79,6 +81,7 @@ impl ImageStore {
         hex: &str,
         dir: &Path,
         source: LayerSource<'_>,
+        budget: Arc<Budget>,
     ) -> Result<u64, ImageError> {
         let mut download = None;
         let (blob, media_type, expected_blob, origin) = match source {
@@ -125,6 +128,7 @@ impl ImageStore {
                 expected_blob.as_deref(),
                 &expected_diff,
                 &unpack_dir.0,
+                budget,
             )?;
             drop(download);
             match fs::rename(&unpack_dir.0, &layer_dir) {
@@ -143,7 +147,7 @@ impl ImageStore {
             source: io::Error::other(e),
         })?
         .map_err(|e| e.into_image_error(diff_id, &origin))?;
-        self.lock_index().layers.insert(hex.to_string(), size);
+        self.record_layer_size(hex, size);
         tracing::debug!(%diff_id, size_bytes = size, "layer unpacked");
         Ok(size)
     }

@@ -97,6 +97,15 @@ fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
     (n >= 0).then(|| buffer[..n as usize].to_vec())
 }
 
+/// A budget of the default limits (or `limits`), on a store of its own.
+fn budget(limits: Option<ImageLimits>) -> Arc<Budget> {
+    Arc::new(Budget::new(
+        "test/image:1",
+        limits.unwrap_or_default(),
+        Arc::new(StoreSize::default()),
+    ))
+}
+
 fn unpack_err(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     match unpack_tar(bytes, &dir.path().join("layer")) {
@@ -260,11 +269,26 @@ fn blobs_are_verified_and_decompressed() {
     fs::write(&blob, &gz).unwrap();
     let blob_digest = diff_id(&gz);
     let dest = dir.path().join("a");
-    let size = unpack_blob(&blob, "", Some(&blob_digest), &diff_id(&tar), &dest).unwrap();
+    let size = unpack_blob(
+        &blob,
+        "",
+        Some(&blob_digest),
+        &diff_id(&tar),
+        &dest,
+        budget(None),
+    )
+    .unwrap();
     assert_eq!(size, 5);
     assert_eq!(fs::read(dest.join("hello")).unwrap(), b"world");
 
-    let err = unpack_blob(&blob, "", None, &diff_id(b"other"), &dir.path().join("b"));
+    let err = unpack_blob(
+        &blob,
+        "",
+        None,
+        &diff_id(b"other"),
+        &dir.path().join("b"),
+        budget(None),
+    );
     assert!(matches!(err, Err(UnpackError::Invalid(m)) if m.contains("diff id")));
     let err = unpack_blob(
         &blob,
@@ -272,12 +296,163 @@ fn blobs_are_verified_and_decompressed() {
         Some(&diff_id(b"other")),
         &diff_id(&tar),
         &dir.path().join("c"),
+        budget(None),
     );
     assert!(matches!(err, Err(UnpackError::Invalid(m)) if m.contains("digest")));
 
     fs::write(&blob, [0x28, 0xb5, 0x2f, 0xfd, 0, 0]).unwrap();
-    let err = unpack_blob(&blob, "", None, &diff_id(&tar), &dir.path().join("d"));
+    let err = unpack_blob(
+        &blob,
+        "",
+        None,
+        &diff_id(&tar),
+        &dir.path().join("d"),
+        budget(None),
+    );
     assert!(matches!(err, Err(UnpackError::Unsupported(_))));
+}
+
+/// A gzip'd layer whose first header is a GNU long name announcing 4 GiB, followed by that
+/// many bytes of name: the compressed blob is a few MiB, what it unpacks to is not.
+fn long_name_bomb(path: &Path) {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::GNULongName);
+    h.set_size(4 << 30);
+    h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    h.set_cksum();
+    let file = File::create(path).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    gz.write_all(h.as_bytes()).unwrap();
+    // 64 MiB is enough to show the reader stops at the header; the rest would be read only
+    // by an unguarded reader, which the hash check would fail afterwards.
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..64 {
+        gz.write_all(&chunk).unwrap();
+    }
+    gz.finish().unwrap();
+}
+
+#[test]
+fn oversized_extension_headers_in_layers_are_refused_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = dir.path().join("blob");
+    long_name_bomb(&blob);
+    let budget = budget(None);
+    let err = unpack_blob(
+        &blob,
+        "",
+        None,
+        &diff_id(b"whatever"),
+        &dir.path().join("a"),
+        budget.clone(),
+    );
+    match err {
+        Err(UnpackError::TooLarge(m)) => assert!(
+            m.contains("GNU long name ('L') of 4294967296 bytes")
+                && m.contains("at most 65536 bytes"),
+            "{m}"
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Refused at the first header: of the 64 MiB after it, a read's worth at most passed.
+    assert!(budget.used.load(Ordering::Relaxed) < 1 << 20);
+    assert_eq!(budget.store.unpacking.load(Ordering::Relaxed), 0);
+    let refused = UnpackError::TooLarge("x".into())
+        .into_image_error("sha256:1", &Origin::Registry("r/i:1".into()));
+    assert!(matches!(refused, ImageError::TooLarge(_)) && refused.is_caller_error());
+}
+
+#[test]
+fn images_and_the_store_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let tar = LayerBuilder::new().file("big", &vec![7u8; 100_000]).bytes();
+    let blob = dir.path().join("blob");
+    fs::write(&blob, &tar).unwrap();
+    let small = |image, store| {
+        Some(ImageLimits {
+            max_image_bytes: image,
+            max_store_bytes: store,
+        })
+    };
+    let unpack = |budget: Arc<Budget>, dest: &str| {
+        unpack_blob(
+            &blob,
+            "",
+            None,
+            &diff_id(&tar),
+            &dir.path().join(dest),
+            budget,
+        )
+    };
+    match unpack(budget(small(50_000, 1 << 30)), "a") {
+        Err(UnpackError::TooLarge(m)) => assert!(m.contains("maxImageBytes"), "{m}"),
+        other => panic!("expected the image limit, got {other:?}"),
+    }
+    let full = budget(small(1 << 30, 1 << 20));
+    full.store
+        .recorded
+        .store((1 << 20) - 50_000, Ordering::Relaxed);
+    match unpack(full.clone(), "b") {
+        Err(UnpackError::StoreFull(m)) => assert!(m.contains("maxStoreBytes"), "{m}"),
+        other => panic!("expected the store limit, got {other:?}"),
+    }
+    assert_eq!(full.store.unpacking.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        unpack(budget(small(200_000, 1 << 20)), "c").unwrap(),
+        100_000
+    );
+    // A layer the store has counts to the image once.
+    let reuse = budget(small(150_000, 1 << 30));
+    reuse.reuse("aa", 100_000).unwrap();
+    reuse.reuse("aa", 100_000).unwrap();
+    assert!(matches!(
+        reuse.reuse("bb", 100_000),
+        Err(ImageError::TooLarge(_))
+    ));
+}
+
+#[test]
+fn device_nodes_are_dropped_and_whiteouts_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("layer");
+    let device = |b: LayerBuilder, path: &str, kind: tar::EntryType, major: u32, minor: u32| {
+        let mut b = b;
+        let mut h = LayerBuilder::header(kind, 0o666);
+        h.set_device_major(major).unwrap();
+        h.set_device_minor(minor).unwrap();
+        b.0.append_data(&mut h, path, io::empty()).unwrap();
+        b
+    };
+    let mut b = LayerBuilder::new().dir("dev", 0o755).file("etc/keep", b"k");
+    b = device(b, "dev/mem", tar::EntryType::Char, 1, 1);
+    b = device(b, "dev/sda", tar::EntryType::Block, 8, 0);
+    b = device(b, "etc/gone", tar::EntryType::Char, 0, 0);
+    b = device(b, "run/pipe", tar::EntryType::Fifo, 0, 0);
+    let tar = b
+        .hardlink("dev/kmem", "dev/mem")
+        .file("etc/.wh.motd", b"")
+        .bytes();
+    unpack_tar(&tar[..], &dest).unwrap();
+    for dropped in ["dev/mem", "dev/sda", "dev/kmem"] {
+        assert!(
+            fs::symlink_metadata(dest.join(dropped)).is_err(),
+            "{dropped} was unpacked"
+        );
+    }
+    for whiteout in ["etc/gone", "etc/motd"] {
+        let meta = fs::symlink_metadata(dest.join(whiteout)).unwrap();
+        assert!(
+            meta.file_type().is_char_device() && meta.rdev() == 0,
+            "{whiteout}"
+        );
+    }
+    assert!(
+        fs::symlink_metadata(dest.join("run/pipe"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(fs::read(dest.join("etc/keep")).unwrap(), b"k");
 }
 
 /// Writes an OCI layout archive of one single-layer image, as `scripts/mkimage.py` does.

@@ -1,6 +1,10 @@
 //! Layer unpacking: a layer tar (verified against its digest while it streams) written into a
-//! directory the way overlayfs reads it, whiteouts and opaque directories included.
+//! directory the way overlayfs reads it, whiteouts and opaque directories included. What a
+//! layer may cost is bounded: extension headers by [`TarGuard`], the bytes unpacked by the
+//! image's and the store's [`Budget`]; device nodes are not unpacked (a layer may carry
+//! `/dev/mem`; only overlay whiteouts, `0/0` character devices, are made).
 use super::*;
+use crate::shared::tar_guard::{ExtensionTooLarge, TarGuard};
 
 /// Where a layer came from, for error messages.
 pub(super) enum Origin {
@@ -15,6 +19,10 @@ pub(super) enum UnpackError {
     Invalid(String),
     /// The unsupported compression, or the like.
     Unsupported(String),
+    /// Past a bound: an extension header too large, or the image's size limit.
+    TooLarge(String),
+    /// The store's size limit.
+    StoreFull(String),
     /// The store's filesystem failed.
     Io(String, io::Error),
 }
@@ -29,8 +37,153 @@ impl UnpackError {
                 "layer {diff_id} in the archive is not a valid layer: {reason}"
             )),
             (UnpackError::Unsupported(reason), _) => ImageError::Unsupported(reason),
+            (UnpackError::TooLarge(reason), Origin::Registry(reference)) => ImageError::TooLarge(
+                format!("layer {diff_id} of {reference} is refused: {reason}"),
+            ),
+            (UnpackError::TooLarge(reason), Origin::Archive) => ImageError::TooLarge(format!(
+                "layer {diff_id} in the archive is refused: {reason}"
+            )),
+            (UnpackError::StoreFull(reason), _) => ImageError::StoreFull(reason),
             (UnpackError::Io(context, source), _) => ImageError::Io { context, source },
         }
+    }
+
+    /// A failed read of the layer: a bound it passed, else `otherwise`'s error.
+    pub(super) fn from_read(
+        e: io::Error,
+        otherwise: impl FnOnce(io::Error) -> UnpackError,
+    ) -> Self {
+        if let Some(refused) = ExtensionTooLarge::find(&e) {
+            return UnpackError::TooLarge(refused.message().to_string());
+        }
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<OverBudget>())
+        {
+            Some(OverBudget::Image(reason)) => UnpackError::TooLarge(reason.clone()),
+            Some(OverBudget::Store(reason)) => UnpackError::StoreFull(reason.clone()),
+            None => otherwise(e),
+        }
+    }
+}
+
+/// Why a [`Budget`] refused more bytes.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum OverBudget {
+    /// The image's limit (`[images] maxImageBytes`).
+    #[error("{0}")]
+    Image(String),
+    /// The store's (`[images] maxStoreBytes`).
+    #[error("{0}")]
+    Store(String),
+}
+
+/// What one pull or import may unpack: the image's limit, and the store's room, counted in
+/// bytes of uncompressed layer tar (files, their metadata and the archive's headers: what an
+/// attacker cannot shrink by writing no file content) as they are read.
+#[derive(Debug)]
+pub(super) struct Budget {
+    /// The image, for messages.
+    pub(super) reference: String,
+    pub(super) limits: ImageLimits,
+    /// Bytes of this image so far (layers the store had count with their size).
+    pub(super) used: AtomicU64,
+    /// Layers counted, each once.
+    counted: Mutex<HashSet<String>>,
+    pub(super) store: Arc<StoreSize>,
+}
+
+impl Budget {
+    pub(super) fn new(reference: &str, limits: ImageLimits, store: Arc<StoreSize>) -> Budget {
+        Budget {
+            reference: reference.to_string(),
+            limits,
+            used: AtomicU64::new(0),
+            counted: Mutex::new(HashSet::new()),
+            store,
+        }
+    }
+
+    /// Whether the layer `hex` is counted for the first time (it is from now on).
+    pub(super) fn first_time(&self, hex: &str) -> bool {
+        self.counted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(hex.to_string())
+    }
+
+    /// Counts a layer the store has, of `size` bytes, to the image.
+    pub(super) fn reuse(&self, hex: &str, size: u64) -> Result<(), ImageError> {
+        if !self.first_time(hex) {
+            return Ok(());
+        }
+        let used = self.used.fetch_add(size, Ordering::Relaxed) + size;
+        if used > self.limits.max_image_bytes {
+            return Err(ImageError::TooLarge(self.image_message()));
+        }
+        Ok(())
+    }
+
+    /// Counts `n` more unpacked bytes to the image and the store.
+    fn charge(&self, n: u64) -> Result<(), OverBudget> {
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        let unpacking = self.store.unpacking.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.limits.max_image_bytes {
+            return Err(OverBudget::Image(self.image_message()));
+        }
+        let total = self.store.recorded.load(Ordering::Relaxed) + unpacking;
+        if total > self.limits.max_store_bytes {
+            return Err(OverBudget::Store(format!(
+                "the image store is full: {} would take it past its limit of {} bytes \
+                 ([images] maxStoreBytes in the daemon's config)",
+                self.reference, self.limits.max_store_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    fn image_message(&self) -> String {
+        format!(
+            "image {} unpacks to more than {} bytes, the limit of one image ([images] \
+             maxImageBytes in the daemon's config)",
+            self.reference, self.limits.max_image_bytes
+        )
+    }
+}
+
+/// A reader that charges what passes through it to a [`Budget`]; the store's count of bytes
+/// being unpacked drops by as much when it is dropped (the layer is recorded by then, or gone).
+pub(super) struct Metered<R> {
+    inner: R,
+    budget: Arc<Budget>,
+    charged: u64,
+}
+
+impl<R> Metered<R> {
+    pub(super) fn new(inner: R, budget: Arc<Budget>) -> Self {
+        Metered {
+            inner,
+            budget,
+            charged: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.charged += n as u64;
+        self.budget.charge(n as u64).map_err(io::Error::other)?;
+        Ok(n)
+    }
+}
+
+impl<R> Drop for Metered<R> {
+    fn drop(&mut self) {
+        self.budget
+            .store
+            .unpacking
+            .fetch_sub(self.charged, Ordering::Relaxed);
     }
 }
 
@@ -90,21 +243,22 @@ pub(super) fn drain(reader: &mut impl Read) -> Result<(), UnpackError> {
     copy_checked(reader, &mut io::sink())
         .map(drop)
         .map_err(|e| match e {
-            CopyError::Read(e) | CopyError::Write(e) => {
+            CopyError::Read(e) | CopyError::Write(e) => UnpackError::from_read(e, |e| {
                 UnpackError::Invalid(format!("cannot read the layer to its end: {e}"))
-            }
+            }),
         })
 }
 
 /// Unpacks a layer blob (tar or gzip'd tar, told apart by its magic bytes) into `dest`,
-/// checking the blob against `blob_digest` (when given) and the tar against `diff_id`.
-/// Returns the unpacked size.
+/// checking the blob against `blob_digest` (when given) and the tar against `diff_id`, and
+/// charging its tar's bytes to `budget`. Returns the unpacked size.
 pub(super) fn unpack_blob(
     blob: &Path,
     media_type: &str,
     blob_digest: Option<&str>,
     diff_id: &str,
     dest: &Path,
+    budget: Arc<Budget>,
 ) -> Result<u64, UnpackError> {
     let file = File::open(blob).map_err(io_err(format_args!("cannot open {}", blob.display())))?;
     let mut compressed = BufReader::new(HashingReader::new(file));
@@ -123,7 +277,7 @@ pub(super) fn unpack_blob(
         } else {
             Box::new(&mut compressed)
         };
-        let mut tar_stream = HashingReader::new(decoder);
+        let mut tar_stream = HashingReader::new(Metered::new(decoder, budget));
         let size = unpack_tar(&mut tar_stream, dest)?;
         drain(&mut tar_stream)?;
         let actual = sha256_digest(tar_stream.hasher);
@@ -330,7 +484,10 @@ impl EntryMeta {
 }
 
 /// Unpacks an uncompressed layer tar into `dest` (created if missing), turning OCI whiteouts
-/// into overlayfs ones. Returns the size of the regular files written (hard links count once).
+/// into overlayfs ones. Device nodes are dropped (a sandbox must not find `/dev/mem` in its
+/// image; the rootfs is `nodev` too), but for `0/0` character devices, which are whiteouts
+/// already; hard links to a dropped node are dropped with it. Returns the size of the regular
+/// files written (hard links count once).
 pub(super) fn unpack_tar(reader: impl Read, dest: &Path) -> Result<u64, UnpackError> {
     use nix::sys::stat::{Mode, SFlag, makedev, mknod};
 
@@ -341,10 +498,15 @@ pub(super) fn unpack_tar(reader: impl Read, dest: &Path) -> Result<u64, UnpackEr
         .map_err(io_err(format_args!("cannot create {}", dest.display())))?;
     fs::set_permissions(dest, fs::Permissions::from_mode(0o755))
         .map_err(io_err(format_args!("cannot chmod {}", dest.display())))?;
-    let bad = |e: io::Error| UnpackError::Invalid(format!("cannot read the tar stream: {e}"));
-    let mut archive = tar::Archive::new(reader);
+    let bad = |e: io::Error| {
+        UnpackError::from_read(e, |e| {
+            UnpackError::Invalid(format!("cannot read the tar stream: {e}"))
+        })
+    };
+    let mut archive = tar::Archive::new(TarGuard::new(reader));
     let mut size = 0u64;
     let mut dirs: Vec<(PathBuf, EntryMeta)> = Vec::new();
+    let mut dropped: HashSet<PathBuf> = HashSet::new();
     for entry in archive.entries().map_err(bad)? {
         let mut entry = entry.map_err(bad)?;
         let kind = entry.header().entry_type();
@@ -462,6 +624,12 @@ pub(super) fn unpack_tar(reader: impl Read, dest: &Path) -> Result<u64, UnpackEr
                         relative.display()
                     )));
                 };
+                if dropped.contains(&source) {
+                    tracing::debug!(path = %relative.display(), source = %source.display(),
+                        "dropping a hard link to a device node of an image layer");
+                    dropped.insert(relative);
+                    continue;
+                }
                 prepare_parents(dest, &source).map_err(|e| match e {
                     UnpackError::Invalid(reason) => UnpackError::Invalid(format!(
                         "hard link '{}' to '{}': {reason}",
@@ -502,6 +670,13 @@ pub(super) fn unpack_tar(reader: impl Read, dest: &Path) -> Result<u64, UnpackEr
                     _ => SFlag::S_IFIFO,
                 };
                 clear_path(&target, false)?;
+                let whiteout = kind == tar::EntryType::Char && (major, minor) == (0, 0);
+                if node_kind != SFlag::S_IFIFO && !whiteout {
+                    tracing::debug!(path = %relative.display(), kind = ?kind, major, minor,
+                        "dropping a device node of an image layer");
+                    dropped.insert(relative);
+                    continue;
+                }
                 mknod(
                     &target,
                     node_kind,

@@ -22,12 +22,12 @@ fn record(image: &Image) -> ImageRecord {
 }
 
 /// An image the registry does not have is `NotFound` (404), a registry that cannot be reached
-/// or refuses is `Unavailable` (503), the caller's other mistakes (a bad reference or archive)
+/// or refuses and a full store are `Unavailable` (503), the caller's other mistakes (a bad reference or archive)
 /// are `Invalid` (400); the rest is the store's own failure.
 pub(super) fn platform_error(error: ImageError) -> PlatformError {
     match error {
         ImageError::NotFound(m) => PlatformError::NotFound(m),
-        ImageError::Registry(m) => PlatformError::Unavailable(m),
+        ImageError::Registry(m) | ImageError::StoreFull(m) => PlatformError::Unavailable(m),
         error if error.is_caller_error() => PlatformError::Invalid(error.to_string()),
         error => PlatformError::ImageStore(error.to_string()),
     }
