@@ -225,6 +225,9 @@ pub struct KubernetesSettings {
     /// The URL the other replicas reach this one at, when set (see
     /// [`KubernetesSettings::advertised`]).
     pub advertise_url: Option<String>,
+    /// What no sandbox's egress NetworkPolicy allows, whatever its list says (`egressDeny`,
+    /// plus the always-denied ranges), normalized.
+    pub egress_deny: Vec<crate::shared::egress::Ipv4Net>,
 }
 
 impl KubernetesSettings {
@@ -327,6 +330,10 @@ impl KubernetesConfig {
                 Some(url.trim_end_matches('/').to_string())
             }
         };
+        let egress_deny = crate::daemon::platform::kubernetes::objects::network::deny_list(
+            self.egress_deny.as_deref(),
+        )
+        .map_err(|e| format!("kubernetes.egressDeny: {e}"))?;
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,
@@ -343,6 +350,7 @@ impl KubernetesConfig {
             },
             install,
             advertise_url,
+            egress_deny,
         })
     }
 }
@@ -462,6 +470,11 @@ pub struct KubernetesConfig {
     /// Pod (deploy/ sets `POD_IP`), the listen address when it names one, else none (each
     /// quota check then takes and gives up the Lease itself).
     pub advertise_url: Option<String>,
+    /// IPv4 CIDRs no sandbox's egress NetworkPolicy allows, whatever its `egress_whitelist`
+    /// says (the `except` of each allowed block). Default: RFC 1918, 100.64.0.0/10,
+    /// 169.254.0.0/16 and 168.63.129.16/32; they cover the pod, Service and node ranges of most
+    /// clusters: add yours when they lie outside. Link-local is denied in any case.
+    pub egress_deny: Option<Vec<String>>,
 }
 
 impl Default for KubernetesConfig {
@@ -480,6 +493,7 @@ impl Default for KubernetesConfig {
             agent_lost_after: "60s".into(),
             install: InstallConfig::default(),
             advertise_url: None,
+            egress_deny: None,
         }
     }
 }

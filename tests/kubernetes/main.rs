@@ -10,6 +10,7 @@ mod common;
 mod api_server;
 mod identity;
 mod install;
+mod network;
 mod nodes;
 mod replicas;
 mod sandboxes;

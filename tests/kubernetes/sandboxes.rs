@@ -252,12 +252,11 @@ async fn sandboxes_are_deployments() {
     let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), "sb-ns");
     let policy =
         serde_json::to_value(policies.get("full-egress").await.unwrap().spec.unwrap()).unwrap();
-    assert_eq!(policy["policyTypes"], json!(["Egress"]));
-    assert_eq!(
-        policy["egress"][0]["to"][0]["ipBlock"]["cidr"],
-        "10.20.0.0/16"
-    );
-    assert_eq!(policy["egress"][1]["ports"][0]["port"], 53);
+    // 10.20.0.0/16 lies in RFC 1918, which no sandbox reaches (issue 43): DNS alone is left
+    // (tests/kubernetes/network.rs checks the lists).
+    assert_eq!(policy["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(policy["egress"].as_array().unwrap().len(), 1, "{policy}");
+    assert_eq!(policy["egress"][0]["ports"][0]["port"], 53);
     let (status, _) = create(
         json!({"name": "sealed", "namespace": "sb-ns", "image": "busybox", "egress_whitelist": []}),
     )

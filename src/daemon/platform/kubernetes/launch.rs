@@ -20,6 +20,7 @@ use super::objects::sandboxes::{self, SandboxTemplate};
 use super::workloads::{Env, Root, create_error, writer};
 use super::{KubernetesPlatform, TENANT_LABEL, conflict, kube_error};
 use crate::daemon::platform::{PlatformError, PlatformResult, SandboxOwner};
+use crate::shared::egress::Egress;
 use crate::shared::models::tenant::NetworkLimits;
 
 /// Annotation of a root PVC made by a create that lost its name to another: the UID of the
@@ -77,6 +78,10 @@ impl KubernetesPlatform {
                 (tenant, network)
             }
         };
+        // The shared parser: a bare address becomes /32 before it reaches an ipBlock, IPv6 is
+        // refused (a fork or restore carries a template recorded before either was checked).
+        let egress = Egress::from_whitelist(template.egress.as_deref())
+            .map_err(|why| PlatformError::Invalid(format!("sandbox '{name}': {why}")))?;
         let mut template = template.clone();
         template.env = !matches!(env, Env::None);
         let deployment: Deployment = serde_json::from_value(sandboxes::deployment(
@@ -145,12 +150,15 @@ impl KubernetesPlatform {
                     }
                 }
             };
-            let policy = async {
-                match sandboxes::egress_policy_object(namespace, name, template.egress.as_deref()) {
-                    Some(policy) => self.apply_in(namespace, policy).await,
-                    None => Ok(()),
-                }
-            };
+            let policy = self.apply_in(
+                namespace,
+                sandboxes::egress_policy_object(
+                    namespace,
+                    name,
+                    &egress,
+                    &self.settings.egress_deny,
+                ),
+            );
             tokio::try_join!(secret, policy).map(drop)
         };
         let posted = started.elapsed();

@@ -26,6 +26,7 @@ mod lease;
 mod lifetimes;
 pub mod objects;
 pub mod permissions;
+mod policies;
 use objects::names::TENANT_LABEL;
 mod sandboxes;
 mod sbxd;
@@ -220,6 +221,8 @@ pub struct KubernetesPlatform {
     sbxd_snapshot_cache: cache::Cache<objects::sbxd::SbxdSnapshotObject>,
     /// Sandbox VolumeSnapshots as watched.
     snapshot_cache: cache::Cache<DynamicObject>,
+    /// sbx's NetworkPolicies (names only) as watched: the leader puts back a missing one.
+    policy_cache: cache::Cache<NetworkPolicy>,
     /// The kubelets' stats summaries (bytes each sandbox sent).
     kubelets: kubelet::Kubelets,
     /// The nodes' agents (node storage).
@@ -312,6 +315,11 @@ impl KubernetesPlatform {
                 Api::all_with(client.clone(), &objects::snapshots::resource()),
                 &managed,
                 "sandbox VolumeSnapshots",
+            ),
+            policy_cache: cache::Cache::start(
+                Api::all(client.clone()),
+                &managed,
+                "sbx NetworkPolicies",
             ),
             kubelets,
             agents: agents::Agents::new(&settings.agents),
@@ -646,7 +654,8 @@ impl KubernetesPlatform {
         .map_err(|e| kube_error("the tenant's ResourceQuota", e))
     }
 
-    /// Creates each namespace that is missing and labels each with the tenant.
+    /// Creates each namespace that is missing, labels each with the tenant and puts its
+    /// default-deny NetworkPolicy there (kept by the leader, `policies`).
     async fn claim_namespaces(&self, tenant: &str, namespaces: &[String]) -> PlatformResult<()> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         for ns in namespaces {
@@ -662,6 +671,8 @@ impl KubernetesPlatform {
             )
             .await
             .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
+            self.apply_in(ns, objects::network::default_deny_object(ns, tenant))
+                .await?;
         }
         Ok(())
     }

@@ -129,9 +129,9 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "networking.k8s.io",
         "networkpolicies",
-        &["create", "patch", "delete"],
+        &["list", "watch", "create", "patch", "delete"],
         Scope::Cluster,
-        "a sandbox's egress allow-list is a NetworkPolicy (server-side apply)",
+        "a sandbox's egress allow-list is a NetworkPolicy, and every tenant namespace has the default deny `sbx-default-deny` (server-side apply); the leader watches sbx's own (by the managed-by label) to put back one deleted",
     ),
     rule(
         "snapshot.storage.k8s.io",

@@ -204,8 +204,12 @@ impl SandboxBackend for KubernetesPlatform {
         Duration::from_secs(3600)
     }
 
+    /// The sbxd sandboxes of lost agents read Failed; and, the leader's periodic work here
+    /// too, sbx's NetworkPolicies are kept (`policies`).
     async fn check_nodes(&self) -> PlatformResult<()> {
-        self.mark_lost_agents().await
+        let policies = self.keep_policies().await;
+        self.mark_lost_agents().await?;
+        policies
     }
 
     async fn set_lifetime(

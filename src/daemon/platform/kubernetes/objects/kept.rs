@@ -33,6 +33,15 @@ impl Kept for Deployment {
     }
 }
 
+/// A cached NetworkPolicy keeps its metadata: the leader reads which exist
+/// ([`keep_policies`](crate::daemon::platform::kubernetes::KubernetesPlatform)), not what they
+/// allow.
+impl Kept for k8s_openapi::api::networking::v1::NetworkPolicy {
+    fn keep_read_fields(&mut self) {
+        self.spec = None;
+    }
+}
+
 /// A cached sandbox Pod keeps what [`pod_view`](super::sandboxes::pod_view), [`starting_too_long`](super::sandboxes::starting_too_long), the Pod choices of exec
 /// and logs and the usage's egress read: its name, namespace, labels and timestamps, its
 /// containers' names, and of its status the phase, message, conditions, host and Pod IPs and

@@ -12,6 +12,7 @@ use super::names::{EGRESS_BANDWIDTH, HOSTNAME_LABEL, INGRESS_BANDWIDTH};
 use crate::daemon::config::KubernetesSettings;
 use crate::daemon::platform::{NewSandbox, Reservation};
 use crate::shared::duration::format_age;
+use crate::shared::egress::{Egress, Ipv4Net};
 use crate::shared::models::sandbox::{Sandbox, SandboxStatus};
 use crate::shared::quantity::{Quantity, format_bytes_binary, format_cpu_millis};
 
@@ -102,7 +103,11 @@ impl SandboxTemplate {
             before_script: new.before_script.clone(),
             entrypoint: new.entrypoint.clone(),
             cmd: new.cmd.clone(),
-            egress: new.egress.clone(),
+            // As the shared parser reads it (a bare address as /32), so that the snapshots
+            // carry what the policy holds; the launch refuses a list it cannot read.
+            egress: Egress::from_whitelist(new.egress.as_deref())
+                .map(|e| e.to_whitelist())
+                .unwrap_or_else(|_| new.egress.clone()),
             uid: new.uid,
             gid: new.gid,
             additional_gids: new.additional_gids.clone(),
@@ -155,36 +160,27 @@ pub fn env_secret_object(namespace: &str, sandbox: &str, env: &[String]) -> Valu
     })
 }
 
-/// The egress allow-list as a NetworkPolicy (DESIGN §4): `[]` allows nothing out; a list
-/// allows those CIDRs plus DNS to the cluster's resolver; no list, no policy.
+/// A sandbox's own NetworkPolicy (DESIGN §4): no ingress; egress as its allow-list says
+/// (`[]`: nothing; a list: those networks; no list: the internet), minus `deny` (the pod,
+/// Service and node ranges of the cluster, RFC 1918 and link-local by default), plus DNS to
+/// the cluster's resolver unless `[]`. Named `<sandbox>-egress` for the objects made before
+/// it also denied ingress.
 pub fn egress_policy_object(
     namespace: &str,
     sandbox: &str,
-    egress: Option<&[String]>,
-) -> Option<Value> {
-    let list = egress?;
-    let mut rules = Vec::new();
-    if !list.is_empty() {
-        let blocks: Vec<Value> = list
-            .iter()
-            .map(|c| json!({"ipBlock": {"cidr": c}}))
-            .collect();
-        rules.push(json!({"to": blocks}));
-        rules.push(json!({
-            "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-        }));
-    }
-    Some(json!({
+    egress: &Egress,
+    deny: &[Ipv4Net],
+) -> Value {
+    json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": egress_policy(sandbox), "namespace": namespace, "labels": labels(sandbox)},
         "spec": {
             "podSelector": {"matchLabels": {SANDBOX_LABEL: sandbox}},
-            "policyTypes": ["Egress"],
-            "egress": rules,
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": super::network::egress_rules(egress, deny),
         },
-    }))
+    })
 }
 
 /// The root PVC of a kql sandbox (class `longhorn`), empty or cloned from a VolumeSnapshot.

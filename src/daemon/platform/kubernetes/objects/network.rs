@@ -1,0 +1,241 @@
+//! NetworkPolicies sbx writes: the default deny of every tenant namespace, and the blocks of a
+//! sandbox's own policy (its egress allow-list minus what no sandbox may reach, plus DNS to
+//! the cluster's resolver). NetworkPolicies only add what they allow: in a tenant namespace a
+//! sandbox gets nothing but what its own policy allows.
+use std::str::FromStr;
+
+use serde_json::{Value, json};
+
+use super::names::{MANAGED_LABEL, TENANT_LABEL};
+use crate::shared::egress::{Egress, Ipv4Net, normalize};
+
+/// Name of the default-deny NetworkPolicy of every tenant namespace.
+pub const DEFAULT_DENY: &str = "sbx-default-deny";
+
+/// `[kubernetes] egressDeny` when it is not set: RFC 1918, shared address space (many
+/// clusters' pod and node networks), link-local (metadata services) and Azure's platform
+/// address. The same list as the local platform's `[network] egressDeny`.
+// A copy of `shared::egress::DEFAULT_EGRESS_DENY` until both platforms read the one const.
+pub const DEFAULT_EGRESS_DENY: [&str; 6] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+    "168.63.129.16/32",
+];
+
+/// Denied whatever `egressDeny` says: "this network", link-local (metadata services),
+/// multicast, and the reserved and broadcast block (as on the local platform).
+// A copy of `shared::egress::ALWAYS_DENIED` until both platforms read the one const.
+pub const ALWAYS_DENIED: [&str; 4] = ["0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4"];
+
+/// The ranges no sandbox reaches: `configured` (`[kubernetes] egressDeny`, else
+/// [`DEFAULT_EGRESS_DENY`]) and [`ALWAYS_DENIED`], without the networks another covers. The
+/// error names the bad entry.
+pub fn deny_list(configured: Option<&[String]>) -> Result<Vec<Ipv4Net>, String> {
+    let defaults: Vec<String> = DEFAULT_EGRESS_DENY.iter().map(|s| s.to_string()).collect();
+    let mut nets = Vec::new();
+    for entry in configured.unwrap_or(&defaults) {
+        let net = Ipv4Net::from_str(entry.trim())
+            .map_err(|why| format!("{entry:?} is not an IPv4 CIDR: {why}"))?;
+        nets.push(net);
+    }
+    for entry in ALWAYS_DENIED {
+        nets.push(Ipv4Net::from_str(entry).map_err(|why| format!("{entry}: {why}"))?);
+    }
+    Ok(normalize(nets))
+}
+
+/// The default deny of a tenant namespace: every Pod there, no ingress and no egress, but
+/// what a policy of its own allows (a sandbox's: its egress list and DNS).
+pub fn default_deny_object(namespace: &str, tenant: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": DEFAULT_DENY,
+            "namespace": namespace,
+            "labels": {
+                MANAGED_LABEL: crate::daemon::platform::kubernetes::FIELD_MANAGER,
+                TENANT_LABEL: tenant,
+            },
+        },
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress", "Egress"],
+        },
+    })
+}
+
+/// Each network of `allowed` that some range of `deny` does not cover whole, with the ranges
+/// of `deny` inside it (a NetworkPolicy's `except` must be a strict subset of its `cidr`: CIDRs
+/// nest or are disjoint, so a denied range is either inside, around or apart).
+pub fn allowed_blocks(allowed: &[Ipv4Net], deny: &[Ipv4Net]) -> Vec<(Ipv4Net, Vec<Ipv4Net>)> {
+    allowed
+        .iter()
+        .filter(|a| !deny.iter().any(|d| d.covers(a)))
+        .map(|a| {
+            let inside: Vec<Ipv4Net> = deny.iter().filter(|d| a.covers(d)).copied().collect();
+            (*a, normalize(inside))
+        })
+        .collect()
+}
+
+/// The cluster's resolver: the `kube-dns` Pods (CoreDNS keeps the label) of `kube-system`, on
+/// port 53. A Pod's query to the DNS Service reaches them by their Pod address, which the
+/// ranges denied to sandboxes usually hold.
+fn dns_rule() -> Value {
+    json!({
+        "to": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    })
+}
+
+/// The egress rules of a sandbox's policy: `[]` (`DenyAll`) nothing; a list its networks and
+/// no list (`Unrestricted`) the internet (`0.0.0.0/0`), each minus `deny`, plus DNS to the
+/// cluster's resolver.
+pub fn egress_rules(egress: &Egress, deny: &[Ipv4Net]) -> Vec<Value> {
+    let internet = [Ipv4Net::new(std::net::Ipv4Addr::UNSPECIFIED, 0).expect("0.0.0.0/0")];
+    let allowed: &[Ipv4Net] = match egress {
+        Egress::DenyAll => return Vec::new(),
+        Egress::Unrestricted => &internet,
+        Egress::Allow(nets) => nets,
+    };
+    let blocks: Vec<Value> = allowed_blocks(allowed, deny)
+        .into_iter()
+        .map(|(cidr, except)| {
+            let mut block = json!({"cidr": cidr.to_string()});
+            if !except.is_empty() {
+                block["except"] = json!(except.iter().map(ToString::to_string).collect::<Vec<_>>());
+            }
+            json!({"ipBlock": block})
+        })
+        .collect();
+    let mut rules = Vec::new();
+    if !blocks.is_empty() {
+        rules.push(json!({"to": blocks}));
+    }
+    rules.push(dns_rule());
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: &str) -> Ipv4Net {
+        s.parse().unwrap()
+    }
+
+    fn defaults() -> Vec<Ipv4Net> {
+        deny_list(None).unwrap()
+    }
+
+    #[test]
+    fn the_deny_list_is_the_setting_and_the_always_denied_ranges() {
+        let strs = |nets: Vec<Ipv4Net>| nets.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            strs(defaults()),
+            [
+                "0.0.0.0/8",
+                "10.0.0.0/8",
+                "100.64.0.0/10",
+                "168.63.129.16/32",
+                "169.254.0.0/16",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "224.0.0.0/4",
+                "240.0.0.0/4",
+            ]
+        );
+        // An admin's list replaces the default; link-local stays denied.
+        let own = deny_list(Some(&["203.0.113.0/24".to_string()])).unwrap();
+        assert!(own.contains(&net("203.0.113.0/24")));
+        assert!(own.contains(&net("169.254.0.0/16")));
+        assert!(!own.contains(&net("10.0.0.0/8")));
+        for bad in ["10.0.0.1/8", "fd00::/8", "example.com"] {
+            let err = deny_list(Some(&[bad.to_string()])).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_internet_is_everything_but_the_denied_ranges() {
+        let rules = egress_rules(&Egress::Unrestricted, &defaults());
+        assert_eq!(rules.len(), 2, "{rules:?}");
+        let block = &rules[0]["to"][0]["ipBlock"];
+        assert_eq!(block["cidr"], "0.0.0.0/0");
+        assert_eq!(
+            block["except"],
+            json!([
+                "0.0.0.0/8",
+                "10.0.0.0/8",
+                "100.64.0.0/10",
+                "168.63.129.16/32",
+                "169.254.0.0/16",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "224.0.0.0/4",
+                "240.0.0.0/4",
+            ])
+        );
+        assert_eq!(rules[1], dns_rule());
+    }
+
+    #[test]
+    fn a_list_loses_what_is_denied() {
+        let deny = defaults();
+        // Inside a denied range: gone, only DNS is left.
+        let private = Egress::from_whitelist(Some(&["10.20.0.0/16".to_string()])).unwrap();
+        assert_eq!(egress_rules(&private, &deny), vec![dns_rule()]);
+        // Around denied ranges: they are its except; apart from them: as it is.
+        let list: Vec<String> = ["8.8.8.8", "128.0.0.0/1", "10.0.0.0/8", "160.0.0.0/3"]
+            .map(String::from)
+            .to_vec();
+        let blocks = allowed_blocks(
+            &match Egress::from_whitelist(Some(&list)).unwrap() {
+                Egress::Allow(nets) => nets,
+                other => panic!("{other:?}"),
+            },
+            &deny,
+        );
+        assert_eq!(
+            blocks,
+            vec![
+                (net("8.8.8.8/32"), vec![]),
+                (
+                    net("128.0.0.0/1"),
+                    vec![
+                        net("168.63.129.16/32"),
+                        net("169.254.0.0/16"),
+                        net("172.16.0.0/12"),
+                        net("192.168.0.0/16"),
+                        net("224.0.0.0/4"),
+                        net("240.0.0.0/4"),
+                    ]
+                ),
+            ]
+        );
+        // Every except is a strict subset of its cidr, as the API server requires.
+        for (cidr, except) in &blocks {
+            for e in except {
+                assert!(cidr.covers(e) && e.prefix_len() > cidr.prefix_len());
+            }
+        }
+        assert!(egress_rules(&Egress::DenyAll, &deny).is_empty());
+    }
+
+    #[test]
+    fn a_tenant_namespace_denies_everything_by_default() {
+        let policy = default_deny_object("acme-dev", "acme");
+        assert_eq!(policy["metadata"]["name"], DEFAULT_DENY);
+        assert_eq!(policy["metadata"]["labels"][TENANT_LABEL], "acme");
+        assert_eq!(policy["spec"]["podSelector"], json!({}));
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+        assert!(policy["spec"].get("ingress").is_none() && policy["spec"].get("egress").is_none());
+    }
+}
