@@ -330,10 +330,8 @@ impl KubernetesConfig {
                 Some(url.trim_end_matches('/').to_string())
             }
         };
-        let egress_deny = crate::daemon::platform::kubernetes::objects::network::deny_list(
-            self.egress_deny.as_deref(),
-        )
-        .map_err(|e| format!("kubernetes.egressDeny: {e}"))?;
+        let egress_deny = crate::shared::egress::denied_ranges(self.egress_deny.as_deref())
+            .map_err(|e| format!("kubernetes.{e}"))?;
         Ok(KubernetesSettings {
             root_disk_bytes: root.value_ceil() as u64,
             fork_timeout,

@@ -146,6 +146,25 @@ impl fmt::Display for Ipv4Net {
     }
 }
 
+/// What no sandbox reaches on either platform, whatever its list says: the admin's
+/// `egressDeny` (`configured`; None = [`DEFAULT_EGRESS_DENY`]) and [`ALWAYS_DENIED`], without
+/// the networks another covers. The error names the bad entry.
+pub fn denied_ranges(configured: Option<&[String]>) -> Result<Vec<Ipv4Net>, String> {
+    let parse = |entry: &str| {
+        entry
+            .parse::<Ipv4Net>()
+            .map_err(|why| format!("egressDeny entry {entry:?} is not an IPv4 CIDR: {why}"))
+    };
+    let admin: Vec<Ipv4Net> = match configured {
+        Some(list) => list.iter().map(|e| parse(e)).collect::<Result<_, _>>()?,
+        None => DEFAULT_EGRESS_DENY
+            .iter()
+            .map(|e| parse(e))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(normalize(admin.into_iter().chain(ALWAYS_DENIED).collect()))
+}
+
 /// A sandbox's egress policy (the API's `egress_whitelist`). Whatever it says, the enforcing
 /// side refuses the host, the other sandboxes, [`ALWAYS_DENIED`] and the admin's deny list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,6 +278,34 @@ mod tests {
         assert!(!net("10.0.0.0/8").overlaps(&net("11.0.0.0/8")));
         assert!(net("0.0.0.0/0").contains(Ipv4Addr::new(255, 255, 255, 255)));
         assert!(!net("10.0.0.0/8").contains(Ipv4Addr::new(11, 0, 0, 0)));
+    }
+
+    #[test]
+    fn the_deny_list_is_the_setting_and_the_always_denied_ranges() {
+        let strs = |nets: Vec<Ipv4Net>| nets.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            strs(denied_ranges(None).unwrap()),
+            [
+                "0.0.0.0/8",
+                "10.0.0.0/8",
+                "100.64.0.0/10",
+                "168.63.129.16/32",
+                "169.254.0.0/16",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "224.0.0.0/4",
+                "240.0.0.0/4",
+            ]
+        );
+        // An admin's list replaces the default; link-local stays denied.
+        let own = denied_ranges(Some(&["203.0.113.0/24".to_string()])).unwrap();
+        assert!(own.contains(&net("203.0.113.0/24")));
+        assert!(own.contains(&net("169.254.0.0/16")));
+        assert!(!own.contains(&net("10.0.0.0/8")));
+        for bad in ["10.0.0.1/8", "fd00::/8", "example.com"] {
+            let err = denied_ranges(Some(&[bad.to_string()])).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
     }
 
     #[test]

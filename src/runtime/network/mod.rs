@@ -37,7 +37,7 @@
 //!   destination in the set `deny` is rejected, whatever the sandbox's policy says: the
 //!   admin's `egressDeny` ([`NetworkConfig::egress_deny`], by default RFC 1918, 100.64.0.0/10,
 //!   link-local and 168.63.129.16), the sandbox pool (every other sandbox) and
-//!   [`ALWAYS_DENIED`] (link-local, where cloud metadata services live, among them). Then the
+//!   [`ALWAYS_DENIED`](crate::shared::egress::ALWAYS_DENIED) (link-local, where cloud metadata services live, among them). Then the
 //!   verdict map `egress` sends the packet to the sandbox's own chain `sb<slot>`; an interface
 //!   with no entry is rejected. Every packet the sandbox originates is judged, not only the
 //!   first of a connection, so tightening a policy also cuts connections already open (and an
@@ -111,8 +111,8 @@ mod nft;
 mod resolvers;
 mod slots;
 
-use crate::shared::egress::{ALWAYS_DENIED, DEFAULT_EGRESS_DENY, LINK_LOCAL, normalize};
 pub use crate::shared::egress::{Egress, Ipv4Net};
+use crate::shared::egress::{LINK_LOCAL, denied_ranges, normalize};
 use command::*;
 pub use netns::in_netns;
 use netns::*;
@@ -161,26 +161,17 @@ pub struct NetworkConfig {
     pub netns_prefix: String,
     /// Destinations no sandbox may reach whatever its `egress_whitelist` says (IPv4 CIDRs or
     /// bare addresses); None = [`DEFAULT_EGRESS_DENY`] (RFC 1918, 100.64.0.0/10, link-local,
-    /// 168.63.129.16). The sandbox pool, the host side's own addresses and [`ALWAYS_DENIED`]
+    /// 168.63.129.16). The sandbox pool, the host side's own addresses and [`ALWAYS_DENIED`](crate::shared::egress::ALWAYS_DENIED)
     /// are refused in any case; `[]` leaves only those.
     pub egress_deny: Option<Vec<String>>,
 }
 
 impl NetworkConfig {
-    /// The admin's deny list ([`egress_deny`](Self::egress_deny), or its default), parsed:
-    /// the daemon calls it at start-up so that a bad entry stops it there, naming the setting.
+    /// What no sandbox reaches but the pool: the admin's deny list
+    /// ([`egress_deny`](Self::egress_deny), or its default) and [`ALWAYS_DENIED`](crate::shared::egress::ALWAYS_DENIED). The daemon
+    /// calls it at start-up so that a bad entry stops it there, naming the setting.
     pub fn deny_list(&self) -> Result<Vec<Ipv4Net>, NetworkError> {
-        let parse = |entry: &str| {
-            entry.parse::<Ipv4Net>().map_err(|why| {
-                NetworkError::Config(format!(
-                    "egressDeny entry {entry:?} is not an IPv4 CIDR: {why}"
-                ))
-            })
-        };
-        match &self.egress_deny {
-            Some(list) => list.iter().map(|e| parse(e)).collect(),
-            None => DEFAULT_EGRESS_DENY.iter().map(|e| parse(e)).collect(),
-        }
+        denied_ranges(self.egress_deny.as_deref()).map_err(NetworkError::Config)
     }
 }
 
@@ -291,7 +282,7 @@ pub struct NetworkManager {
     uplink: Option<String>,
     dns: Vec<Ipv4Addr>,
     /// Every destination refused before a sandbox's own policy is read: the admin's deny
-    /// list, the pool and [`ALWAYS_DENIED`], normalized (disjoint, for an nft interval set).
+    /// list, the pool and [`ALWAYS_DENIED`](crate::shared::egress::ALWAYS_DENIED), normalized (disjoint, for an nft interval set).
     deny: Vec<Ipv4Net>,
     netns_prefix: String,
     /// Whether the kernel has IPv6 (then link-local address generation is turned off on both
@@ -386,14 +377,7 @@ impl NetworkManager {
                 Some(path)
             }
         };
-        let deny = normalize(
-            config
-                .deny_list()?
-                .into_iter()
-                .chain(ALWAYS_DENIED)
-                .chain([pool])
-                .collect(),
-        );
+        let deny = normalize(config.deny_list()?.into_iter().chain([pool]).collect());
         let dns = match config.dns {
             Some(dns) => dns,
             None => resolvers(),

@@ -2,8 +2,6 @@
 //! sandbox's own policy (its egress allow-list minus what no sandbox may reach, plus DNS to
 //! the cluster's resolver). NetworkPolicies only add what they allow: in a tenant namespace a
 //! sandbox gets nothing but what its own policy allows.
-use std::str::FromStr;
-
 use serde_json::{Value, json};
 
 use super::names::{MANAGED_LABEL, TENANT_LABEL};
@@ -11,41 +9,6 @@ use crate::shared::egress::{Egress, Ipv4Net, normalize};
 
 /// Name of the default-deny NetworkPolicy of every tenant namespace.
 pub const DEFAULT_DENY: &str = "sbx-default-deny";
-
-/// `[kubernetes] egressDeny` when it is not set: RFC 1918, shared address space (many
-/// clusters' pod and node networks), link-local (metadata services) and Azure's platform
-/// address. The same list as the local platform's `[network] egressDeny`.
-// A copy of `shared::egress::DEFAULT_EGRESS_DENY` until both platforms read the one const.
-pub const DEFAULT_EGRESS_DENY: [&str; 6] = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "100.64.0.0/10",
-    "169.254.0.0/16",
-    "168.63.129.16/32",
-];
-
-/// Denied whatever `egressDeny` says: "this network", link-local (metadata services),
-/// multicast, and the reserved and broadcast block (as on the local platform).
-// A copy of `shared::egress::ALWAYS_DENIED` until both platforms read the one const.
-pub const ALWAYS_DENIED: [&str; 4] = ["0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4"];
-
-/// The ranges no sandbox reaches: `configured` (`[kubernetes] egressDeny`, else
-/// [`DEFAULT_EGRESS_DENY`]) and [`ALWAYS_DENIED`], without the networks another covers. The
-/// error names the bad entry.
-pub fn deny_list(configured: Option<&[String]>) -> Result<Vec<Ipv4Net>, String> {
-    let defaults: Vec<String> = DEFAULT_EGRESS_DENY.iter().map(|s| s.to_string()).collect();
-    let mut nets = Vec::new();
-    for entry in configured.unwrap_or(&defaults) {
-        let net = Ipv4Net::from_str(entry.trim())
-            .map_err(|why| format!("{entry:?} is not an IPv4 CIDR: {why}"))?;
-        nets.push(net);
-    }
-    for entry in ALWAYS_DENIED {
-        nets.push(Ipv4Net::from_str(entry).map_err(|why| format!("{entry}: {why}"))?);
-    }
-    Ok(normalize(nets))
-}
 
 /// The default deny of a tenant namespace: every Pod there, no ingress and no egress, but
 /// what a policy of its own allows (a sandbox's: its egress list and DNS).
@@ -132,35 +95,7 @@ mod tests {
     }
 
     fn defaults() -> Vec<Ipv4Net> {
-        deny_list(None).unwrap()
-    }
-
-    #[test]
-    fn the_deny_list_is_the_setting_and_the_always_denied_ranges() {
-        let strs = |nets: Vec<Ipv4Net>| nets.iter().map(ToString::to_string).collect::<Vec<_>>();
-        assert_eq!(
-            strs(defaults()),
-            [
-                "0.0.0.0/8",
-                "10.0.0.0/8",
-                "100.64.0.0/10",
-                "168.63.129.16/32",
-                "169.254.0.0/16",
-                "172.16.0.0/12",
-                "192.168.0.0/16",
-                "224.0.0.0/4",
-                "240.0.0.0/4",
-            ]
-        );
-        // An admin's list replaces the default; link-local stays denied.
-        let own = deny_list(Some(&["203.0.113.0/24".to_string()])).unwrap();
-        assert!(own.contains(&net("203.0.113.0/24")));
-        assert!(own.contains(&net("169.254.0.0/16")));
-        assert!(!own.contains(&net("10.0.0.0/8")));
-        for bad in ["10.0.0.1/8", "fd00::/8", "example.com"] {
-            let err = deny_list(Some(&[bad.to_string()])).unwrap_err();
-            assert!(err.contains(bad), "{err}");
-        }
+        crate::shared::egress::denied_ranges(None).unwrap()
     }
 
     #[test]
