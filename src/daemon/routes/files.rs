@@ -15,6 +15,7 @@ use crate::daemon::services::files::MAX_UPLOAD_BODY_BYTES;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
 use crate::shared::files::{FileStat, FilesQuery, TAR, TarArchive, UploadResult};
+use crate::shared::models::formats::DnsLabel;
 use crate::shared::models::sandbox::namespace_or_default;
 
 /// Routes of this module.
@@ -34,7 +35,7 @@ pub fn router() -> Router<AppState> {
 /// It runs a shell in the sandbox as its user (the sandbox must be running), so it needs the
 /// write access an exec needs.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/files/stat", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), FilesQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), FilesQuery),
     responses(
         (status = 200, description = "What the path is", body = DataEnvelope<FileStat>),
         (status = 400, description = "Missing `path`, not absolute, or with a `..`", body = ErrorEnvelope),
@@ -60,7 +61,7 @@ pub async fn stat_file(
 /// The body streams as `tar` writes it; a failure after its first bytes breaks the transfer
 /// (never a short archive that looks whole).
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/files", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), FilesQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), FilesQuery),
     responses(
         (status = 200, description = "The archive, streamed", body = TarArchive, content_type = "application/x-tar"),
         (status = 400, description = "Missing `path`, not absolute, `/`, or with a `..`", body = ErrorEnvelope),
@@ -94,7 +95,7 @@ pub async fn download_files(
 /// to the sandbox's user (`tar` runs in the sandbox as that user, which the image must have,
 /// with `/bin/sh`). A refused entry ends the upload there: the entries before it stay.
 #[utoipa::path(put, path = "/api/v1/sandboxes/{name}/files", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), FilesQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), FilesQuery),
     request_body(
         content(
             (TarArchive = "application/x-tar"),

@@ -8,6 +8,7 @@ use crate::daemon::error::ServiceResult;
 use crate::daemon::extract::{Created, Json, Path};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::models::formats::KeyName;
 use crate::shared::models::identity::{ApiKey, CreateKeyRequest, RevokeKeysResponse, Role};
 
 /// Routes of this module.
@@ -51,7 +52,7 @@ pub async fn list_keys(
 
 /// Revoke every key with this name.
 #[utoipa::path(delete, path = "/api/v1/keys/{name}", tag = "identity",
-    params(("name" = String, Path, description = "Key name (label)")),
+    params(("name" = KeyName, Path, description = "Key name (label)")),
     responses(
         (status = 200, description = "Ids of the revoked keys", body = DataEnvelope<RevokeKeysResponse>),
         (status = 400, description = "The name holds the last unexpired admin key and no role binding grants admin: the service would have no admin", body = ErrorEnvelope),

@@ -11,6 +11,7 @@ use crate::daemon::extract::{Json, Path};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::models::MessageResponse;
+use crate::shared::models::formats::NodeName;
 use crate::shared::models::identity::Role;
 use crate::shared::models::node::{DedicateRequest, NodeStorage, NodeStorageEntry};
 
@@ -35,7 +36,7 @@ pub async fn node_storage(
 
 /// Dedicate a node to a tenant: label, `NoSchedule` taint, and `Tenant.spec.nodes`.
 #[utoipa::path(post, path = "/api/v1/nodes/{name}/dedicate", tag = "nodes",
-    params(("name" = String, Path, description = "Node name")),
+    params(("name" = NodeName, Path, description = "Node name")),
     request_body = DedicateRequest,
     responses(
         (status = 200, description = "Dedicated", body = DataEnvelope<MessageResponse>),
@@ -60,9 +61,10 @@ pub async fn dedicate_node(
 
 /// Undo a dedication: all three effects are reversed.
 #[utoipa::path(post, path = "/api/v1/nodes/{name}/undedicate", tag = "nodes",
-    params(("name" = String, Path, description = "Node name")),
+    params(("name" = NodeName, Path, description = "Node name")),
     responses(
         (status = 200, description = "Undedicated", body = DataEnvelope<MessageResponse>),
+        (status = 400, description = "Not a node name", body = ErrorEnvelope),
         (status = 404, description = "Unknown node or tenant", body = ErrorEnvelope),
     ))]
 pub async fn undedicate_node(

@@ -17,6 +17,7 @@ use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
 use crate::shared::exec_stream::{ExecStreamQuery, SUBPROTOCOL};
+use crate::shared::models::formats::DnsLabel;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
     DeleteAllResponse, ExecRequest, ExecResponse, ForkRequest, ForkResponse, LogsQuery,
@@ -135,7 +136,7 @@ pub async fn list_sandboxes(
 
 /// Get one sandbox.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), NamespaceQuery),
     responses(
         (status = 200, description = "The sandbox record", body = DataEnvelope<Sandbox>),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
@@ -157,7 +158,7 @@ pub async fn get_sandbox(
 /// An absent field is kept, `null` removes the setting. Both at least 10 seconds; the TTL at
 /// most, and never without, the tenant's `limits.maxTtlSeconds` when it sets one.
 #[utoipa::path(patch, path = "/api/v1/sandboxes/{name}", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), NamespaceQuery),
     request_body = SandboxPatch,
     responses(
         (status = 200, description = "The sandbox record with its new lifetime", body = DataEnvelope<Sandbox>),
@@ -185,7 +186,7 @@ pub async fn patch_sandbox(
 
 /// Delete one sandbox. Irreversible.
 #[utoipa::path(delete, path = "/api/v1/sandboxes/{name}", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), NamespaceQuery),
     responses(
         (status = 200, description = "Deleted", body = DataEnvelope<MessageResponse>),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
@@ -226,7 +227,7 @@ pub async fn delete_all_sandboxes(
 
 /// Run a shell command in a sandbox. A failing command is still a result, with its exit code.
 #[utoipa::path(post, path = "/api/v1/sandboxes/{name}/exec", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), NamespaceQuery),
     request_body = ExecRequest,
     responses(
         (status = 200, description = "Exit code, stdout, stderr, duration", body = DataEnvelope<ExecResponse>),
@@ -267,7 +268,7 @@ pub async fn exec_in_sandbox(
 /// "message"}}`), then a close. A client that leaves first ends the command.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/exec/stream", tag = "sandboxes",
     params(
-        ("name" = String, Path, description = "Sandbox name"),
+        ("name" = DnsLabel, Path, description = "Sandbox name"),
         ExecStreamQuery,
         ("Connection" = String, Header, description = "`Upgrade`", pattern = "^Upgrade$"),
         ("Upgrade" = String, Header, description = "`websocket`", pattern = "^websocket$"),
@@ -308,7 +309,7 @@ pub async fn exec_stream(
 
 /// A snapshot of a sandbox's logs, or with `follow=true` the log as it grows.
 #[utoipa::path(get, path = "/api/v1/sandboxes/{name}/logs", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name"), LogsQuery),
+    params(("name" = DnsLabel, Path, description = "Sandbox name"), LogsQuery),
     responses(
         (status = 200, description = "Log text: one JSON snapshot, or with `follow=true` plain text streamed (chunked) from the last `tail` lines until the sandbox stops or the client leaves",
             content((DataEnvelope<LogsResponse> = "application/json"), (String = "text/plain"))),
@@ -338,7 +339,7 @@ pub async fn sandbox_logs(
 
 /// Pause a sandbox, optionally with a `pause` snapshot of its root.
 #[utoipa::path(post, path = "/api/v1/sandboxes/{name}/pause", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name")),
+    params(("name" = DnsLabel, Path, description = "Sandbox name")),
     request_body(content = Option<PauseRequest>, description = "Optional: namespace and snapshot name"),
     responses(
         (status = 200, description = "Paused", body = DataEnvelope<MessageResponse>),
@@ -368,10 +369,11 @@ pub async fn pause_sandbox(
 
 /// Resume a paused sandbox.
 #[utoipa::path(post, path = "/api/v1/sandboxes/{name}/resume", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name")),
+    params(("name" = DnsLabel, Path, description = "Sandbox name")),
     request_body(content = Option<ResumeRequest>, description = "Optional: namespace"),
     responses(
         (status = 200, description = "Resumed", body = DataEnvelope<MessageResponse>),
+        (status = 400, description = "Not a sandbox name or namespace", body = ErrorEnvelope),
         (status = 404, description = "No such sandbox", body = ErrorEnvelope),
         (status = 409, description = "The sandbox is neither paused nor running", body = ErrorEnvelope),
     ))]
@@ -392,7 +394,7 @@ pub async fn resume_sandbox(
 
 /// Clone a sandbox into a new one (kql disk clone; sbxd copy-on-write, `warm` keeps memory).
 #[utoipa::path(post, path = "/api/v1/sandboxes/{name}/fork", tag = "sandboxes",
-    params(("name" = String, Path, description = "Source sandbox")),
+    params(("name" = DnsLabel, Path, description = "Source sandbox")),
     request_body = ForkRequest,
     responses(
         (status = 201, description = "Forked; `Location` names the new sandbox", body = DataEnvelope<ForkResponse>,
@@ -421,7 +423,7 @@ pub async fn fork_sandbox(
 
 /// Take a `named` snapshot of a running sandbox without pausing it.
 #[utoipa::path(post, path = "/api/v1/sandboxes/{name}/snapshot", tag = "sandboxes",
-    params(("name" = String, Path, description = "Sandbox name")),
+    params(("name" = DnsLabel, Path, description = "Sandbox name")),
     request_body = CreateSnapshotRequest,
     responses(
         (status = 201, description = "Snapshot taken; `Location` names it", body = DataEnvelope<CreateSnapshotResponse>,

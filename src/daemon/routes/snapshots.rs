@@ -9,6 +9,7 @@ use crate::daemon::error::ServiceResult;
 use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::models::formats::DnsLabel;
 use crate::shared::models::snapshot::{
     GcRequest, GcResponse, RestoreRequest, RestoreResponse, Snapshot, SnapshotListQuery,
 };
@@ -42,7 +43,7 @@ pub async fn list_snapshots(
 
 /// Inspect one snapshot.
 #[utoipa::path(get, path = "/api/v1/snapshots/{name}", tag = "snapshots",
-    params(("name" = String, Path, description = "Snapshot name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Snapshot name"), NamespaceQuery),
     responses(
         (status = 200, description = "The snapshot record", body = DataEnvelope<Snapshot>),
         (status = 404, description = "No such snapshot", body = ErrorEnvelope),
@@ -65,7 +66,7 @@ pub async fn get_snapshot(
 
 /// Delete one snapshot.
 #[utoipa::path(delete, path = "/api/v1/snapshots/{name}", tag = "snapshots",
-    params(("name" = String, Path, description = "Snapshot name"), NamespaceQuery),
+    params(("name" = DnsLabel, Path, description = "Snapshot name"), NamespaceQuery),
     responses(
         (status = 200, description = "Deleted", body = DataEnvelope<MessageResponse>),
         (status = 404, description = "No such snapshot", body = ErrorEnvelope),
@@ -91,7 +92,7 @@ pub async fn delete_snapshot(
 
 /// Create a new sandbox from a snapshot.
 #[utoipa::path(post, path = "/api/v1/snapshots/{name}/restore", tag = "snapshots",
-    params(("name" = String, Path, description = "Snapshot name")),
+    params(("name" = DnsLabel, Path, description = "Snapshot name")),
     request_body = RestoreRequest,
     responses(
         (status = 201, description = "Restored; `Location` names the new sandbox", body = DataEnvelope<RestoreResponse>,

@@ -9,6 +9,7 @@ use crate::daemon::error::ServiceResult;
 use crate::daemon::extract::{Created, Json, Path, Query};
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
+use crate::shared::models::formats::DnsLabel;
 use crate::shared::models::identity::Role;
 use crate::shared::models::tenant::{
     CreateTenantRequest, DeleteTenantQuery, DeleteTenantResponse, PatchTenantRequest, Tenant,
@@ -37,9 +38,10 @@ pub async fn list_tenants(
 
 /// Read one tenant (operator, admin).
 #[utoipa::path(get, path = "/api/v1/tenants/{name}", tag = "tenants",
-    params(("name" = String, Path, description = "Tenant name")),
+    params(("name" = DnsLabel, Path, description = "Tenant name")),
     responses(
         (status = 200, description = "The tenant in read form", body = DataEnvelope<Tenant>),
+        (status = 400, description = "Not a tenant name", body = ErrorEnvelope),
         (status = 404, description = "No such tenant", body = ErrorEnvelope),
     ))]
 pub async fn get_tenant(
@@ -73,7 +75,7 @@ pub async fn create_tenant(
 
 /// Update a tenant (admin): whole sections are replaced; `null` removes one.
 #[utoipa::path(patch, path = "/api/v1/tenants/{name}", tag = "tenants",
-    params(("name" = String, Path, description = "Tenant name")),
+    params(("name" = DnsLabel, Path, description = "Tenant name")),
     request_body = PatchTenantRequest,
     responses(
         (status = 200, description = "The tenant in read form", body = DataEnvelope<Tenant>),
@@ -92,7 +94,7 @@ pub async fn patch_tenant(
 
 /// Delete a tenant (admin); refused while it has sandboxes unless `cascade=true`.
 #[utoipa::path(delete, path = "/api/v1/tenants/{name}", tag = "tenants",
-    params(("name" = String, Path, description = "Tenant name"), DeleteTenantQuery),
+    params(("name" = DnsLabel, Path, description = "Tenant name"), DeleteTenantQuery),
     responses(
         (status = 200, description = "Deleted (with per-sandbox results when cascading)", body = DataEnvelope<DeleteTenantResponse>),
         (status = 404, description = "No such tenant", body = ErrorEnvelope),
