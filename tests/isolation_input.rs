@@ -14,7 +14,7 @@ use bytes::Bytes;
 use common::Daemon;
 use common::sbxd::{self, TestNet};
 use sbx::cli::client::ApiClient;
-use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest};
+use sbx::shared::models::sandbox::CreateSandboxRequest;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -160,18 +160,8 @@ async fn upload(daemon: &Daemon, token: &str, name: &str, dir: &str, body: Body)
 }
 
 async fn sh(client: &ApiClient, name: &str, command: &str) -> (i32, String) {
-    let r = client
-        .exec_sandbox(
-            name,
-            "default",
-            &ExecRequest {
-                command: Some(command.into()),
-                timeout_seconds: Some(60),
-            },
-        )
-        .await
-        .expect("exec");
-    (r.exit_code, format!("{}{}", r.stdout, r.stderr))
+    let (code, stdout, stderr) = sbxd::exec(client, name, "default", command).await;
+    (code, format!("{stdout}{stderr}"))
 }
 
 async fn create_running(client: &ApiClient, name: &str, image: &str) {

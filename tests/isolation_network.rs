@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::sbxd::{self, ALLOWED_ADDR, DENIED_ADDR, SERVER_PORT, TestNet};
 use common::{Daemon, call, key};
 use sbx::cli::client::ApiClient;
-use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest};
+use sbx::shared::models::sandbox::CreateSandboxRequest;
 use serde_json::json;
 
 /// A private (RFC 1918) address in the test's "ext" namespace: the host's LAN.
@@ -186,18 +186,8 @@ async fn sandbox(client: &ApiClient, name: &str, namespace: &str, egress: Option
 }
 
 async fn sh(client: &ApiClient, name: &str, namespace: &str, command: &str) -> String {
-    let r = client
-        .exec_sandbox(
-            name,
-            namespace,
-            &ExecRequest {
-                command: Some(command.into()),
-                timeout_seconds: Some(60),
-            },
-        )
-        .await
-        .expect("exec");
-    format!("{}{}", r.stdout, r.stderr)
+    let (_, stdout, stderr) = sbxd::exec(client, name, namespace, command).await;
+    format!("{stdout}{stderr}")
 }
 
 /// A plain HTTP/1.0 GET with busybox nc (busybox-static's wget crashes): the reply, nc's
@@ -485,29 +475,10 @@ fn a_bad_deny_list_stops_the_start_with_the_setting_named() {
     let mut text = std::fs::read_to_string(&path).unwrap();
     text = text.replace("[network]\n", "[network]\negressDeny = [\"10.0.0.1/8\"]\n");
     std::fs::write(&path, text).unwrap();
-    let mut child = Command::new(common::sbx_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--config", &path])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sbx serve");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sbx serve started with a bad egressDeny");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(!status.success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = common::serve_refused(
+        &["--listen", "127.0.0.1:0", "--config", &path],
+        &dir.path().join("data"),
+    );
     assert!(
         stderr.contains("egressDeny entry \"10.0.0.1/8\""),
         "{stderr}"

@@ -8,12 +8,10 @@
 //! same request succeeds where it is allowed. Needs root and the loopback registry.
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::sbxd::{self, TestNet};
-use common::{Daemon, call, key, reap_sandboxes, sbx_bin};
+use common::{Daemon, call, key};
 use reqwest::Method as M;
 use serde_json::{Value, json};
 
@@ -225,39 +223,17 @@ async fn production_refuses_sandboxes_without_a_user_namespace() {
     let config = dir.path().join("sbx.toml");
     std::fs::write(&config, "[runtime]\nuserNamespace = false\n").unwrap();
     let config = config.to_str().unwrap();
-    let mut child = Command::new(sbx_bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--mode", "production"])
-        .args(["--data-dir", dir.path().join("data").to_str().unwrap()])
-        .args(["--config", config])
-        .env_remove("SBX_MODE")
-        .env_remove("SBX_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sbx serve");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            // What the daemon mounted under its data dir goes with it.
-            reap_sandboxes(&dir.path().join("data"));
-            panic!("sbx serve --mode production started with userNamespace = false");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(!status.success(), "{stderr}");
+    let stderr = common::serve_refused(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--mode",
+            "production",
+            "--config",
+            config,
+        ],
+        &dir.path().join("data"),
+    );
     assert!(
         stderr.contains("[runtime] userNamespace = false") && stderr.contains("production mode"),
         "{stderr}"

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use common::sbxd::{self, TestNet};
 use sbx::cli::client::ApiClient;
-use sbx::shared::models::sandbox::{CreateSandboxRequest, ExecRequest, ForkRequest, SandboxStatus};
+use sbx::shared::models::sandbox::{CreateSandboxRequest, ForkRequest, SandboxStatus};
 
 /// Where the probe is uploaded in each sandbox.
 const PROBE: &str = "/tmp/probe";
@@ -40,18 +40,7 @@ fn probe_binary() -> &'static Path {
 }
 
 async fn exec(client: &ApiClient, name: &str, command: &str) -> (i32, String, String) {
-    let r = client
-        .exec_sandbox(
-            name,
-            "default",
-            &ExecRequest {
-                command: Some(command.into()),
-                timeout_seconds: Some(60),
-            },
-        )
-        .await
-        .expect("exec");
-    (r.exit_code, r.stdout, r.stderr)
+    sbxd::exec(client, name, "default", command).await
 }
 
 /// Creates a busybox sandbox as `req` shapes it, waits until Ready and uploads the probe.

@@ -617,3 +617,44 @@ pub fn ok(args: &[&str], stdin: Option<&str>) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Runs `sbx serve ARGS --data-dir DATA_DIR` (no `SBX_MODE`/`SBX_CONFIG` from the caller's
+/// environment) and asserts that it refuses to start: it must exit non-zero within 30 s (else
+/// it is killed, what it mounted is removed, and the test fails). Returns its standard error.
+pub fn serve_refused(args: &[&str], data_dir: &Path) -> String {
+    use std::io::Read;
+    let mut child = Command::new(sbx_bin())
+        .arg("serve")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("SBX_MODE")
+        .env_remove("SBX_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sbx serve");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            reap_sandboxes(data_dir);
+            panic!("sbx serve {args:?} started, where it should have refused to");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    assert!(!status.success(), "{stderr}");
+    stderr
+}

@@ -395,3 +395,24 @@ pub fn network_objects(net: &TestNet) -> Vec<String> {
     found.sort();
     found
 }
+
+/// `POST …/exec` of a shell command (60 s limit): exit code, stdout, stderr.
+pub async fn exec(
+    client: &sbx::cli::client::ApiClient,
+    name: &str,
+    namespace: &str,
+    command: &str,
+) -> (i32, String, String) {
+    let r = client
+        .exec_sandbox(
+            name,
+            namespace,
+            &sbx::shared::models::sandbox::ExecRequest {
+                command: Some(command.into()),
+                timeout_seconds: Some(60),
+            },
+        )
+        .await
+        .expect("exec");
+    (r.exit_code, r.stdout, r.stderr)
+}
