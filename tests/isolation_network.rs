@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use common::sbxd::{self, ALLOWED_ADDR, DENIED_ADDR, SERVER_PORT, TestNet};
 use common::{Daemon, call, key};
 use sbx::cli::client::ApiClient;
-use sbx::shared::models::sandbox::CreateSandboxRequest;
-use serde_json::json;
+use sbx::shared::models::sandbox::{CreateSandboxRequest, ForkRequest};
+use serde_json::{Value, json};
 
 /// A private (RFC 1918) address in the test's "ext" namespace: the host's LAN.
 const LAN_ADDR: &str = "192.168.77.10";
@@ -466,6 +466,91 @@ async fn the_admins_deny_list_wins_over_every_allow_list() {
         .delete_all_sandboxes("default")
         .await
         .expect("delete all");
+}
+
+#[tokio::test]
+async fn a_tenants_deny_list_holds_for_its_sandboxes_and_follows_its_changes() {
+    let Lab { net, _servers } = lab();
+    // The config outlives the first start: the daemon is restarted on it.
+    let dir = tempfile::tempdir().expect("config dir");
+    let config = dir.path().join("sbx.toml");
+    sbxd::write_config(&config, &net, "");
+    let args = ["--config", config.to_str().expect("utf-8 path")];
+    let daemon = Daemon::start_with_env(&args, &[]);
+    let admin = daemon.admin();
+    let token = daemon.admin_token();
+    let patch = |deny: Value| {
+        let (daemon, token) = (&daemon, token.clone());
+        async move {
+            call(
+                daemon,
+                &token,
+                reqwest::Method::PATCH,
+                "/api/v1/tenants/red",
+                Some(json!({"spec": {"limits": {"egressDeny": deny}}})),
+            )
+            .await
+        }
+    };
+    tenant(&daemon, "red").await;
+    // A bad entry is the admin's 400, naming it; nothing is stored.
+    let (status, body) = patch(json!(["10.0.0.1/8"])).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("10.0.0.1/8"), "{body}");
+    let (status, body) = patch(json!([format!("{ALLOWED_ADDR}/32")])).await;
+    assert_eq!(status, 200, "{body}");
+    sandbox(&admin, "open", "red", None).await;
+    sandbox(
+        &admin,
+        "listed",
+        "red",
+        Some(&["198.51.100.0/24", "203.0.113.0/24"]),
+    )
+    .await;
+    // Neither the internet nor a list that names it reaches what the tenant denies; the
+    // rest of each policy still works, and another tenant is not concerned.
+    tenant(&daemon, "blue").await;
+    sandbox(&admin, "other", "blue", None).await;
+    for name in ["open", "listed"] {
+        assert_refused(&admin, name, "red", ALLOWED_ADDR, SERVER_PORT).await;
+        let out = sh(&admin, name, "red", &fetch(DENIED_ADDR, SERVER_PORT)).await;
+        assert!(out.contains("hello-from-ext"), "{name}: {out}");
+    }
+    let out = sh(&admin, "other", "blue", &fetch(ALLOWED_ADDR, SERVER_PORT)).await;
+    assert!(out.contains("hello-from-ext"), "blue is not red: {out}");
+    // A fork takes the tenant's list, not a copy of its source's rules.
+    admin
+        .fork_sandbox(
+            "open",
+            &ForkRequest {
+                new_name: Some("clone".into()),
+                namespace: Some("red".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("fork");
+    sbxd::running(&admin, "clone", "red").await;
+    assert_refused(&admin, "clone", "red", ALLOWED_ADDR, SERVER_PORT).await;
+    // The admin moves the deny list: running sandboxes follow at once.
+    let (status, body) = patch(json!(["203.0.113.0/24"])).await;
+    assert_eq!(status, 200, "{body}");
+    for name in ["open", "listed", "clone"] {
+        let out = sh(&admin, name, "red", &fetch(ALLOWED_ADDR, SERVER_PORT)).await;
+        assert!(
+            out.contains("hello-from-ext"),
+            "{name} after the change: {out}"
+        );
+        assert_refused(&admin, name, "red", DENIED_ADDR, SERVER_PORT).await;
+    }
+    // A restart keeps what the tenant says.
+    let daemon = daemon.restart(&args);
+    let admin = daemon.admin();
+    sbxd::running(&admin, "open", "red").await;
+    assert_refused(&admin, "open", "red", DENIED_ADDR, SERVER_PORT).await;
+    for ns in ["red", "blue"] {
+        admin.delete_all_sandboxes(ns).await.expect("delete all");
+    }
 }
 
 #[test]

@@ -165,6 +165,60 @@ pub fn denied_ranges(configured: Option<&[String]>) -> Result<Vec<Ipv4Net>, Stri
     Ok(normalize(admin.into_iter().chain(ALWAYS_DENIED).collect()))
 }
 
+/// Most CIDRs a tenant's `limits.network.egressDeny` may hold.
+pub const MAX_TENANT_DENY_ENTRIES: usize = 256;
+
+/// A tenant's own deny list (`spec.limits.egressDeny`, set by an admin), added to the
+/// daemon's for that tenant's sandboxes. The error is a 400 message naming the bad entry.
+pub fn tenant_denied_ranges(list: &[String]) -> Result<Vec<Ipv4Net>, String> {
+    if list.len() > MAX_TENANT_DENY_ENTRIES {
+        return Err(format!(
+            "limits.egressDeny has {} entries; at most {MAX_TENANT_DENY_ENTRIES} are allowed",
+            list.len()
+        ));
+    }
+    let nets = list
+        .iter()
+        .map(|entry| {
+            entry.parse::<Ipv4Net>().map_err(|why| {
+                format!("limits.egressDeny entry {entry:?} is not an IPv4 CIDR: {why}")
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(normalize(nets))
+}
+
+/// `nets` without any address of `deny`: each network that holds part of a denied one is
+/// split into the halves around it, down to the denied network's size. As the networks of a
+/// normalized list are disjoint, each denied network splits at most one of them, into at most
+/// 32 pieces.
+pub fn subtract(nets: &[Ipv4Net], deny: &[Ipv4Net]) -> Vec<Ipv4Net> {
+    let mut out = Vec::new();
+    let mut todo: Vec<Ipv4Net> = nets.iter().rev().copied().collect();
+    while let Some(net) = todo.pop() {
+        if deny.iter().any(|d| d.covers(&net)) {
+            continue;
+        }
+        if !deny.iter().any(|d| net.covers(d)) {
+            out.push(net);
+            continue;
+        }
+        // A denied network lies strictly inside: keep looking in each half (a /32 is covered
+        // or disjoint, so the split always has a bit to take).
+        let len = net.prefix_len + 1;
+        let upper = Ipv4Addr::from(u32::from(net.addr) | (1u32 << (32 - u32::from(len))));
+        todo.push(Ipv4Net {
+            addr: upper,
+            prefix_len: len,
+        });
+        todo.push(Ipv4Net {
+            addr: net.addr,
+            prefix_len: len,
+        });
+    }
+    normalize(out)
+}
+
 /// A sandbox's egress policy (the API's `egress_whitelist`). Whatever it says, the enforcing
 /// side refuses the host, the other sandboxes, [`ALWAYS_DENIED`] and the admin's deny list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +257,23 @@ impl Egress {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Egress::Allow(normalize(nets)))
+    }
+
+    /// The policy without the addresses of `deny` (a tenant's own deny list): no list becomes
+    /// the internet minus those networks, a list loses what they cover; `[]` stays nothing.
+    pub fn without(self, deny: &[Ipv4Net]) -> Egress {
+        if deny.is_empty() {
+            return self;
+        }
+        let internet = [Ipv4Net {
+            addr: Ipv4Addr::UNSPECIFIED,
+            prefix_len: 0,
+        }];
+        match self {
+            Egress::DenyAll => Egress::DenyAll,
+            Egress::Unrestricted => Egress::Allow(subtract(&internet, deny)),
+            Egress::Allow(nets) => Egress::Allow(subtract(&nets, deny)),
+        }
     }
 
     /// The API form back: None, `[]` or the CIDR strings.
@@ -306,6 +377,64 @@ mod tests {
             let err = denied_ranges(Some(&[bad.to_string()])).unwrap_err();
             assert!(err.contains(bad), "{err}");
         }
+    }
+
+    #[test]
+    fn a_tenant_deny_list_is_taken_out_of_every_policy() {
+        let deny = tenant_denied_ranges(&["203.0.113.0/24".into(), "8.8.8.8".into()]).unwrap();
+        assert_eq!(deny, vec![net("8.8.8.8/32"), net("203.0.113.0/24")]);
+        let Egress::Allow(internet) = Egress::Unrestricted.without(&deny) else {
+            panic!("no list becomes a list");
+        };
+        // Every address but the denied ones, in disjoint pieces.
+        let total: u64 = internet.iter().map(Ipv4Net::size).sum();
+        assert_eq!(total, (1u64 << 32) - 256 - 1);
+        for ip in [Ipv4Addr::new(8, 8, 8, 8), Ipv4Addr::new(203, 0, 113, 77)] {
+            assert!(
+                !internet.iter().any(|n| n.contains(ip)),
+                "{ip} still allowed"
+            );
+        }
+        for ip in [Ipv4Addr::new(8, 8, 8, 9), Ipv4Addr::new(203, 0, 114, 1)] {
+            assert!(internet.iter().any(|n| n.contains(ip)), "{ip} lost");
+        }
+        assert!(internet.len() <= 64, "{internet:?}");
+        let list = Egress::Allow(vec![
+            net("1.1.1.1/32"),
+            net("8.8.0.0/16"),
+            net("203.0.113.128/25"),
+        ]);
+        let Egress::Allow(left) = list.without(&deny) else {
+            panic!("a list stays a list");
+        };
+        assert_eq!(left[0], net("1.1.1.1/32"));
+        let total: u64 = left.iter().map(Ipv4Net::size).sum();
+        assert_eq!(total, 1 + 65536 - 1, "{left:?}");
+        assert!(
+            !left
+                .iter()
+                .any(|n| n.contains(Ipv4Addr::new(203, 0, 113, 200)))
+        );
+        assert_eq!(Egress::DenyAll.without(&deny), Egress::DenyAll);
+        assert_eq!(Egress::Unrestricted.without(&[]), Egress::Unrestricted);
+        assert_eq!(subtract(&[net("10.0.0.0/8")], &[net("10.0.0.0/8")]), vec![]);
+        assert_eq!(
+            subtract(&[net("10.0.0.0/30")], &[net("10.0.0.1/32")]),
+            vec![net("10.0.0.0/32"), net("10.0.0.2/31")]
+        );
+        let too_many: Vec<String> = (0..=MAX_TENANT_DENY_ENTRIES)
+            .map(|i| format!("10.0.{}.{}", i / 256, i % 256))
+            .collect();
+        assert!(
+            tenant_denied_ranges(&too_many)
+                .unwrap_err()
+                .contains("at most")
+        );
+        let err = tenant_denied_ranges(&["10.0.0.1/8".into()]).unwrap_err();
+        assert!(
+            err.contains("egressDeny") && err.contains("10.0.0.1/8"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -244,3 +244,99 @@ async fn sandbox_egress_is_its_list_minus_the_denied_ranges() {
         );
     }
 }
+
+/// Point 3 on Kubernetes: a tenant's `limits.egressDeny` joins the excepted ranges of its
+/// sandboxes' policies (a block it covers, or one inside the sandbox's own list); when the
+/// admin changes it, the leader writes the policies of the tenant's running sandboxes again.
+#[tokio::test]
+async fn a_tenants_deny_list_joins_its_sandboxes_policies_and_follows_its_changes() {
+    use reqwest::Method as M;
+    let cluster = Cluster::take(&["np-deny"]).await;
+    let client = cluster.client.clone();
+    let daemon = start();
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(json!({"name": "npd", "spec": {
+            "namespaces": ["np-deny"],
+            "limits": {"egressDeny": ["203.0.113.0/24", "8.8.8.8"]},
+        }})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::POST,
+        "/api/v1/sandboxes",
+        Some(
+            json!({"name": "dn", "namespace": "np-deny", "image": "busybox",
+                    "egress_whitelist": ["8.8.8.0/24", "203.0.113.0/24"]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let in_ns: Api<NetworkPolicy> = Api::namespaced(client.clone(), "np-deny");
+    let spec = policy_spec(&in_ns, "dn-egress").await;
+    // 203.0.113.0/24 is denied whole: its block is gone; 8.8.8.8 is excepted in its block.
+    assert_eq!(
+        spec["egress"][0]["to"],
+        json!([{"ipBlock": {"cidr": "8.8.8.0/24", "except": ["8.8.8.8/32"]}}]),
+        "{spec}"
+    );
+    // The admin changes the list: the leader rewrites the policy within its next checks.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/npd",
+        Some(json!({"spec": {"limits": {"egressDeny": ["8.8.8.0/25"]}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let started = Instant::now();
+    let rewritten = loop {
+        let spec = policy_spec(&in_ns, "dn-egress").await;
+        if spec["egress"][0]["to"]
+            .as_array()
+            .is_some_and(|b| b.len() == 2)
+        {
+            break spec;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the policy was not rewritten for the new list: {spec}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        rewritten["egress"][0]["to"],
+        json!([
+            {"ipBlock": {"cidr": "8.8.8.128/25"}},
+            {"ipBlock": {"cidr": "203.0.113.0/24"}},
+        ]),
+        "{rewritten}"
+    );
+    // A bad entry is the admin's 400.
+    let (status, body) = call(
+        &daemon,
+        &admin,
+        M::PATCH,
+        "/api/v1/tenants/npd",
+        Some(json!({"spec": {"limits": {"egressDeny": ["fd00::/8"]}}})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = call(
+        &daemon,
+        &admin,
+        M::DELETE,
+        "/api/v1/sandboxes/dn?namespace=np-deny",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+}

@@ -155,6 +155,9 @@ pub struct NewSandbox {
     pub ephemeral_bytes: Option<u64>,
     /// Egress allow-list (None: unrestricted; empty: none).
     pub egress: Option<Vec<String>>,
+    /// The tenant's `limits.network.egressDeny`: taken out of `egress` where it is enforced.
+    #[serde(default)]
+    pub egress_deny: Vec<String>,
     /// User id of the main process and execs.
     pub uid: u32,
     /// Group id.
@@ -194,6 +197,8 @@ pub struct SandboxOwner {
     pub name: String,
     /// Its `spec.limits.network`.
     pub network: Option<crate::shared::models::tenant::NetworkLimits>,
+    /// Its `spec.limits.egressDeny`, parsed.
+    pub egress_deny: Vec<crate::shared::egress::Ipv4Net>,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values

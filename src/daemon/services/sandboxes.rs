@@ -525,6 +525,7 @@ impl SandboxService {
             memory_bytes,
             ephemeral_bytes,
             egress: request.egress_whitelist.clone(),
+            egress_deny: Vec::new(),
             uid,
             gid,
             additional_gids,
@@ -565,10 +566,21 @@ impl SandboxService {
         let owner = self.tenants.owner(&new.namespace).await?;
         check_capabilities(&new.capabilities, owner.as_ref(), principal)?;
         new.lifetime = super::lifetimes::create_lifetime(request, owner.as_ref())?;
+        // Checked when the tenant was written; one that no longer reads refuses the create
+        // rather than leaving the list out.
+        let tenant_deny = match owner.as_ref().and_then(|o| o.spec.limits.as_ref()) {
+            Some(limits) => limits.egress_deny().map_err(ServiceError::bad_request)?,
+            None => Vec::new(),
+        };
         new.owner = owner.as_ref().map(|o| SandboxOwner {
             name: o.name.clone(),
             network: o.spec.limits.as_ref().and_then(|l| l.network.clone()),
+            egress_deny: tenant_deny.clone(),
         });
+        new.egress_deny = owner
+            .as_ref()
+            .map(|o| o.spec.egress_deny())
+            .unwrap_or_default();
         let mut sizing = Sizing {
             backend: new.backend.clone(),
             cpu_millis: new.cpu_millis,

@@ -140,6 +140,9 @@ pub struct SandboxSpec {
     /// `egress_whitelist` as given (None: unrestricted).
     #[serde(default)]
     pub egress: Option<Vec<String>>,
+    /// The tenant's deny list, taken out of `egress` when the policy is written.
+    #[serde(default)]
+    pub egress_deny: Vec<String>,
     /// User id.
     pub uid: u32,
     /// Group id.
@@ -173,6 +176,17 @@ pub struct SandboxSpec {
     /// Seconds without activity before the platform pauses it.
     #[serde(default)]
     pub idle_timeout_seconds: Option<u64>,
+}
+
+impl SandboxSpec {
+    /// The egress policy to enforce: the sandbox's list without its tenant's deny list.
+    pub fn egress_policy(&self) -> Result<Egress, RuntimeError> {
+        let egress =
+            Egress::from_whitelist(self.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let deny = crate::shared::egress::tenant_denied_ranges(&self.egress_deny)
+            .map_err(RuntimeError::Invalid)?;
+        Ok(egress.without(&deny))
+    }
 }
 
 /// The engine: runtime CLI, images, network, and the sandboxes' directories.

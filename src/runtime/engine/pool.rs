@@ -125,6 +125,7 @@ impl Shape {
             memory_bytes: self.memory_bytes,
             ephemeral_bytes: None,
             egress: None,
+            egress_deny: Vec::new(),
             uid: self.uid,
             gid: self.gid,
             additional_gids: self.additional_gids.clone(),

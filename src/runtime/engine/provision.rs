@@ -132,8 +132,7 @@ impl Sbxd {
         &self,
         spec: &SandboxSpec,
     ) -> Result<(Egress, &NetworkManager, network::Attachment), RuntimeError> {
-        let egress =
-            Egress::from_whitelist(spec.egress.as_deref()).map_err(RuntimeError::Invalid)?;
+        let egress = spec.egress_policy()?;
         let network = self.network().await?;
         let attachment = network.attachment(&spec.id, spec.slot)?;
         Ok((egress, network, attachment))

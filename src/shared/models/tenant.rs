@@ -143,6 +143,20 @@ pub struct TenantLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<CapabilityName>>)]
     pub allowed_capabilities: Option<Vec<String>>,
+    /// Destinations none of the tenant's sandboxes reach, whatever their `egress_whitelist`
+    /// says (sbx extension; set by an admin; every backend): IPv4 CIDRs (a bare address is
+    /// /32), at most 256, on top of the daemon's own `egressDeny`. A change applies to the
+    /// tenant's running sandboxes too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 256)]
+    pub egress_deny: Option<Vec<String>>,
+}
+
+impl TenantLimits {
+    /// The parsed `egressDeny` (empty when unset); the error is a 400 message.
+    pub fn egress_deny(&self) -> Result<Vec<crate::shared::egress::Ipv4Net>, String> {
+        crate::shared::egress::tenant_denied_ranges(self.egress_deny.as_deref().unwrap_or_default())
+    }
 }
 
 /// A free-form object; in the Tenant CRD its fields are kept as written.
@@ -189,6 +203,14 @@ pub struct TenantSpec {
 }
 
 impl TenantSpec {
+    /// `limits.egressDeny` as written (empty when unset; checked by `validate`).
+    pub fn egress_deny(&self) -> Vec<String> {
+        self.limits
+            .as_ref()
+            .and_then(|l| l.egress_deny.clone())
+            .unwrap_or_default()
+    }
+
     /// Checks the rules a spec must meet on its own (400 otherwise): at least one non-empty
     /// namespace, no duplicate namespace, and every quantity string parseable.
     pub fn validate(&self) -> Result<(), String> {
@@ -247,6 +269,7 @@ impl TenantSpec {
                     "limits.maxTtlSeconds must be at least {min} and at most {max}"
                 ));
             }
+            limits.egress_deny()?;
             for name in limits.allowed_capabilities.as_deref().unwrap_or_default() {
                 // `ALL` would hand every capability, SYS_ADMIN among them, to every user of
                 // the tenant: an admin names each one.

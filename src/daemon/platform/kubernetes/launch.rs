@@ -21,7 +21,7 @@ use super::workloads::{Env, Root, create_error, writer};
 use super::{KubernetesPlatform, TENANT_LABEL, conflict, kube_error};
 use crate::daemon::platform::{PlatformError, PlatformResult, SandboxOwner};
 use crate::shared::egress::Egress;
-use crate::shared::models::tenant::NetworkLimits;
+use crate::shared::models::tenant::TenantLimits;
 
 /// Annotation of a root PVC made by a create that lost its name to another: the UID of the
 /// winner's Deployment, to which the volume now belongs.
@@ -64,18 +64,23 @@ impl KubernetesPlatform {
         env: Env<'_>,
         tenancy: Tenancy<'_>,
     ) -> PlatformResult<()> {
-        let (tenant, network) = match tenancy {
+        let (tenant, network, tenant_deny) = match tenancy {
             Tenancy::Known(owner) => (
                 owner.map(|o| o.name.clone()),
                 owner.and_then(|o| o.network.clone()),
+                owner.map(|o| o.egress_deny.clone()).unwrap_or_default(),
             ),
             Tenancy::Lookup => {
                 let tenant = self.ensure_namespace(namespace).await?;
-                let network = match &tenant {
-                    Some(t) => self.tenant_network(t).await?,
+                let limits = match &tenant {
+                    Some(t) => self.tenant_limits(t).await?,
                     None => None,
                 };
-                (tenant, network)
+                let deny = match &limits {
+                    Some(limits) => limits.egress_deny().map_err(PlatformError::Invalid)?,
+                    None => Vec::new(),
+                };
+                (tenant, limits.and_then(|l| l.network), deny)
             }
         };
         // The shared parser: a bare address becomes /32 before it reaches an ipBlock, IPv6 is
@@ -157,6 +162,7 @@ impl KubernetesPlatform {
                     name,
                     &egress,
                     &self.settings.egress_deny,
+                    &tenant_deny,
                 ),
             );
             tokio::try_join!(secret, policy).map(drop)
@@ -345,11 +351,8 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The network limits of a tenant (bandwidth annotations on its sandboxes' Pods).
-    pub(super) async fn tenant_network(
-        &self,
-        tenant: &str,
-    ) -> PlatformResult<Option<NetworkLimits>> {
+    /// A tenant's `spec.limits` (None: no such tenant, or no limits).
+    pub(super) async fn tenant_limits(&self, tenant: &str) -> PlatformResult<Option<TenantLimits>> {
         let Some(object) = self
             .tenants()
             .get_opt(tenant)
@@ -358,10 +361,7 @@ impl KubernetesPlatform {
         else {
             return Ok(None);
         };
-        Ok(super::objects::tenants::record(&object)?
-            .spec
-            .limits
-            .and_then(|l| l.network))
+        Ok(super::objects::tenants::record(&object)?.spec.limits)
     }
 
     /// Creates a sandbox's root PVC on its own (a fork's clone, made before the Deployment).

@@ -1,8 +1,9 @@
 //! The leader keeps sbx's NetworkPolicies: every tenant namespace's default deny, and every
 //! sandbox's own policy (its egress). One deleted by hand, or missing because the sandbox is
 //! older than its policy, is put back within a check of the leader (every few seconds, with
-//! the nodes'); the watch cache of sbx's NetworkPolicies says which are missing.
-use std::collections::HashSet;
+//! the nodes'); one written for another `egressDeny` of its tenant than the tenant's now is
+//! written again. The watch cache of sbx's NetworkPolicies says which are missing or stale.
+use std::collections::{HashMap, HashSet};
 
 use kube::api::ListParams;
 
@@ -10,7 +11,7 @@ use super::objects::network::{self, DEFAULT_DENY};
 use super::objects::sandboxes::{self, SandboxTemplate};
 use super::{KubernetesPlatform, kube_error};
 use crate::daemon::platform::{PlatformError, PlatformResult};
-use crate::shared::egress::Egress;
+use crate::shared::egress::{Egress, Ipv4Net};
 
 /// A sandbox younger than this is left to its create, which writes its policy after the
 /// Deployment: the leader does not race it.
@@ -24,20 +25,60 @@ impl KubernetesPlatform {
             // Not in step: what is missing is not known.
             return Ok(());
         };
-        let have: HashSet<(String, String)> = policies
+        // Each policy with the tenant deny list it was written for.
+        let have: HashMap<(String, String), String> = policies
             .iter()
-            .filter_map(|p| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?)))
+            .filter_map(|p| {
+                let written = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(sandboxes::TENANT_DENY_ANNOTATION))
+                    .cloned()
+                    .unwrap_or_default();
+                Some((
+                    (p.metadata.namespace.clone()?, p.metadata.name.clone()?),
+                    written,
+                ))
+            })
             .collect();
-        let has = |namespace: &str, name: &str| have.contains(&(namespace.into(), name.into()));
+        let has = |namespace: &str, name: &str| have.contains_key(&(namespace.into(), name.into()));
         let tenants = self
             .tenants()
             .list(&ListParams::default())
             .await
             .map_err(|e| kube_error("list tenants", e))?;
+        // Each tenant namespace's deny list, as the policies' annotation writes it.
+        let mut tenant_deny: HashMap<&str, Vec<Ipv4Net>> = HashMap::new();
+        // Namespaces of a tenant whose list does not read (edited past the API): their
+        // policies are only put back when missing, never rewritten.
+        let mut unreadable: HashSet<&str> = HashSet::new();
         for tenant in &tenants.items {
             let Some(name) = tenant.metadata.name.as_deref() else {
                 continue;
             };
+            let deny = tenant
+                .spec
+                .0
+                .limits
+                .as_ref()
+                .map(|l| l.egress_deny())
+                .transpose()
+                .map(Option::unwrap_or_default)
+                .map_err(|e| {
+                    tracing::warn!(tenant = %name, error = %e, "the tenant's egressDeny does not read: its sandboxes' policies keep the list they have");
+                })
+                .ok();
+            for namespace in &tenant.spec.0.namespaces {
+                match &deny {
+                    Some(deny) => {
+                        tenant_deny.insert(namespace, deny.clone());
+                    }
+                    None => {
+                        unreadable.insert(namespace);
+                    }
+                }
+            }
             for namespace in &tenant.spec.0.namespaces {
                 if has(namespace, DEFAULT_DENY) {
                     continue;
@@ -69,13 +110,21 @@ impl KubernetesPlatform {
                 .creation_timestamp
                 .as_ref()
                 .map(|t| t.0.as_second());
+            let deny = tenant_deny
+                .get(namespace.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let written = have.get(&(namespace.clone(), sandboxes::egress_policy(name)));
             if d.metadata.deletion_timestamp.is_some()
                 || created.is_none_or(|at| now - at < CREATE_GRACE_SECONDS)
-                || has(namespace, &sandboxes::egress_policy(name))
+                || written.is_some_and(|w| {
+                    unreadable.contains(namespace.as_str())
+                        || *w == sandboxes::tenant_deny_text(deny)
+                })
             {
                 continue;
             }
-            if let Err(e) = self.put_back_sandbox_policy(namespace, name).await {
+            if let Err(e) = self.put_back_sandbox_policy(namespace, name, deny).await {
                 tracing::warn!(%namespace, sandbox = %name, error = %e, "keeping the sandbox's NetworkPolicy");
             }
         }
@@ -84,7 +133,12 @@ impl KubernetesPlatform {
 
     /// Writes a sandbox's policy again from its recorded template, read afresh: a sandbox
     /// deleted since the cache saw it gets none.
-    async fn put_back_sandbox_policy(&self, namespace: &str, name: &str) -> PlatformResult<()> {
+    async fn put_back_sandbox_policy(
+        &self,
+        namespace: &str,
+        name: &str,
+        tenant_deny: &[Ipv4Net],
+    ) -> PlatformResult<()> {
         let Some(fresh) = self
             .deployments(Some(namespace))
             .get_opt(name)
@@ -99,10 +153,15 @@ impl KubernetesPlatform {
         let template = SandboxTemplate::recorded(&fresh).map_err(PlatformError::Store)?;
         let egress =
             Egress::from_whitelist(template.egress.as_deref()).map_err(PlatformError::Invalid)?;
-        let policy =
-            sandboxes::egress_policy_object(namespace, name, &egress, &self.settings.egress_deny);
+        let policy = sandboxes::egress_policy_object(
+            namespace,
+            name,
+            &egress,
+            &self.settings.egress_deny,
+            tenant_deny,
+        );
         self.apply_in(namespace, policy).await?;
-        tracing::warn!(%namespace, sandbox = %name, "the sandbox's NetworkPolicy was missing: put back");
+        tracing::info!(%namespace, sandbox = %name, "the sandbox's NetworkPolicy was missing or written for another egressDeny of its tenant: written");
         Ok(())
     }
 }

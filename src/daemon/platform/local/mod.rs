@@ -2,6 +2,7 @@
 //! this host through the sbxd runtime.
 mod backend;
 mod db;
+mod egress;
 mod exec;
 mod identity;
 mod images;

@@ -301,6 +301,12 @@ impl LocalSandboxes {
         layers: Vec<String>,
         checkpoint: Option<PathBuf>,
     ) -> PlatformResult<SandboxSpec> {
+        // The tenant's list as it is now (a restore or fork must not keep its source's); on
+        // an agent no tenant is stored and the list comes with the request.
+        let egress_deny = match self.owner_egress_deny(&new.namespace).await? {
+            Some(deny) => deny,
+            None => new.egress_deny,
+        };
         let record = {
             let mut records = self.records.write().await;
             let key = (new.namespace.clone(), new.name.clone());
@@ -339,6 +345,7 @@ impl LocalSandboxes {
                     memory_bytes: new.memory_bytes,
                     ephemeral_bytes: new.ephemeral_bytes,
                     egress: new.egress,
+                    egress_deny,
                     uid: new.uid,
                     gid: new.gid,
                     additional_gids: new.additional_gids,

@@ -551,6 +551,7 @@ impl LocalSandboxes {
             memory_bytes: plan.memory_bytes.or(source.memory_bytes),
             ephemeral_bytes: plan.ephemeral_bytes.or(source.ephemeral_bytes),
             egress: source.egress.clone(),
+            egress_deny: source.egress_deny.clone(),
             uid: source.uid,
             gid: source.gid,
             additional_gids: source.additional_gids.clone(),

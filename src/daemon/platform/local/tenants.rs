@@ -80,7 +80,7 @@ impl TenantStore for LocalPlatform {
                 tenant.name
             )));
         }
-        Ok(())
+        self.apply_egress_deny(&tenant.spec).await
     }
 
     async fn update_tenant(&self, tenant: &StoredTenant) -> PlatformResult<()> {
@@ -98,7 +98,7 @@ impl TenantStore for LocalPlatform {
         if updated == 0 {
             return Err(tenant_not_found(&tenant.name));
         }
-        Ok(())
+        self.apply_egress_deny(&tenant.spec).await
     }
 
     async fn delete_tenant(&self, name: &str) -> PlatformResult<()> {
@@ -197,6 +197,20 @@ impl TenantStore for LocalPlatform {
 }
 
 /// A tenant's spec and labels as the JSON the table holds.
+impl LocalPlatform {
+    /// A tenant's deny list onto its sandboxes, once they are loaded (before that, start-up
+    /// reads each sandbox's stored spec).
+    async fn apply_egress_deny(
+        &self,
+        spec: &crate::shared::models::tenant::TenantSpec,
+    ) -> PlatformResult<()> {
+        match self.sandboxes.get() {
+            Some(Ok(sandboxes)) => sandboxes.apply_tenant_egress_deny(spec).await,
+            _ => Ok(()),
+        }
+    }
+}
+
 fn stored_json(tenant: &StoredTenant) -> PlatformResult<(String, String)> {
     let store = |e: serde_json::Error| PlatformError::Store(e.to_string());
     Ok((

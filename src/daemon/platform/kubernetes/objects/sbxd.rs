@@ -323,6 +323,7 @@ mod tests {
             memory_bytes: Some(64 << 20),
             ephemeral_bytes: None,
             egress: None,
+            egress_deny: vec![],
             uid: 0,
             gid: 0,
             additional_gids: vec![],
