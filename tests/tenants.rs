@@ -687,8 +687,16 @@ async fn tenant_defaults_limits_and_placement_apply_to_creates() {
         .create_sandbox(&create("waits", "far-ns"))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let s = admin.get_sandbox("waits", "far-ns").await.unwrap();
+    // The placement runs after the create's answer: wait for its word (a loaded machine
+    // takes longer than an idle one), then it must hold.
+    let started = std::time::Instant::now();
+    let s = loop {
+        let s = admin.get_sandbox("waits", "far-ns").await.unwrap();
+        if !s.error_message.is_empty() || started.elapsed() > Duration::from_secs(20) {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(s.status, SandboxStatus::Pending);
     assert!(
         s.error_message.contains("some-other-node"),
