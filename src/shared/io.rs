@@ -23,9 +23,12 @@ pub async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> (Ve
 }
 
 /// The text of a command's output as an exec result carries it: invalid UTF-8 replaced by
-/// U+FFFD, and cut where its JSON string form would pass `budget` bytes — a control byte
-/// takes six there (`\u0001`), so a cap on the raw bytes alone would let an answer grow six
-/// times over. Whether anything was cut.
+/// U+FFFD, and cut where it would cost more than `budget`. Text costs its bytes, so ordinary
+/// output is cut at `budget` bytes as before; a control byte costs the six bytes of its JSON
+/// escape (`\u0001`) and an invalid byte the three of its U+FFFD. So the JSON string is at
+/// most twice `budget` whatever the bytes (a quote, backslash or newline escapes to two):
+/// a cap on the raw bytes alone would let an answer grow six times over. Whether anything
+/// was cut.
 pub fn bounded_text(bytes: Vec<u8>, budget: usize) -> (String, bool) {
     let mut cost = 0usize;
     match String::from_utf8(bytes) {
@@ -34,7 +37,7 @@ pub fn bounded_text(bytes: Vec<u8>, budget: usize) -> (String, bool) {
             let end = text
                 .char_indices()
                 .find(|&(_, c)| {
-                    cost += json_len(c);
+                    cost += char_cost(c);
                     cost > budget
                 })
                 .map_or(text.len(), |(at, _)| at);
@@ -48,7 +51,7 @@ pub fn bounded_text(bytes: Vec<u8>, budget: usize) -> (String, bool) {
             for chunk in bytes.utf8_chunks() {
                 let replaced = (!chunk.invalid().is_empty()).then_some('\u{FFFD}');
                 for c in chunk.valid().chars().chain(replaced) {
-                    cost += json_len(c);
+                    cost += char_cost(c);
                     if cost > budget {
                         return (text, true);
                     }
@@ -60,10 +63,11 @@ pub fn bounded_text(bytes: Vec<u8>, budget: usize) -> (String, bool) {
     }
 }
 
-/// Bytes `c` takes inside a JSON string as serde_json writes it.
-fn json_len(c: char) -> usize {
+/// What `c` costs against an output budget: its UTF-8 bytes, or the six bytes of the JSON
+/// escape of a control character that has no short one.
+fn char_cost(c: char) -> usize {
     match c {
-        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 1,
         c if (c as u32) < 0x20 => 6,
         c => c.len_utf8(),
     }
@@ -113,15 +117,21 @@ mod tests {
             (vec![1u8; 1000], 600),
             (vec![0xffu8; 1000], 600),
             ("\"quoted\" \u{e9}t\u{e9}".as_bytes().to_vec(), 9),
+            (b"\n\n\n\n\n\n".to_vec(), 4),
         ] {
             let (text, cut) = bounded_text(bytes.clone(), budget);
             let json = serde_json::to_string(&text).unwrap();
-            assert!(json.len() - 2 <= budget, "{json}");
+            assert!(json.len() - 2 <= 2 * budget, "{json}");
             assert!(cut);
             let (whole, cut) = bounded_text(bytes, usize::MAX);
             assert!(!cut);
             assert!(whole.len() > text.len());
         }
+        // Control bytes count as their escapes: 100 of budget 600.
+        assert_eq!(bounded_text(vec![1u8; 1000], 600).0.len(), 100);
+        // Ordinary text is cut at the budget's bytes.
+        let (text, cut) = bounded_text(b"1\n2\n3\n".to_vec(), 4);
+        assert_eq!((text.as_str(), cut), ("1\n2\n", true));
         let (text, cut) = bounded_text(b"ok".to_vec(), 2);
         assert_eq!((text.as_str(), cut), ("ok", false));
     }

@@ -29,8 +29,11 @@ pub struct RateLimitConfig {
 impl Default for RateLimitConfig {
     fn default() -> Self {
         RateLimitConfig {
-            per_second: 100,
-            burst: 200,
+            // A backstop against a flood of cheap requests (the costly ones are capped per
+            // tenant below), high enough for clients that poll many sandboxes at once:
+            // sbx's own tests poll 20 sandboxes at 50 Hz with one key.
+            per_second: 1000,
+            burst: 2000,
             per_address_per_second: 2,
             per_address_burst: 20,
             per_tenant: ConcurrencyConfig::default(),
@@ -58,7 +61,7 @@ pub struct ConcurrencyConfig {
 impl Default for ConcurrencyConfig {
     fn default() -> Self {
         ConcurrencyConfig {
-            execs: 16,
+            execs: 32,
             exec_streams: 32,
             log_follows: 32,
             file_transfers: 8,
@@ -173,9 +176,9 @@ mod tests {
             toml::from_str("perSecond = 5\nperAddressBurst = 3\n[perTenant]\nexecStreams = 1\n")
                 .unwrap();
         assert_eq!(config.per_second, 5);
-        assert_eq!(config.burst, 200);
+        assert_eq!(config.burst, 2000);
         assert_eq!(config.per_address_burst, 3);
         assert_eq!(config.per_tenant.exec_streams, 1);
-        assert_eq!(config.per_tenant.execs, 16);
+        assert_eq!(config.per_tenant.execs, 32);
     }
 }

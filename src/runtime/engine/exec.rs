@@ -80,7 +80,8 @@ impl Sbxd {
                 None => -1,
             }
         };
-        // The cap holds for the answer too: each stream's JSON form is at most `cap` bytes.
+        // The cap bounds the answer too: a control byte counts as its six-byte escape, so each
+        // stream's JSON form is at most twice `cap` whatever the command writes.
         let (stdout, out_long) = crate::shared::io::bounded_text(out, cap);
         let (stderr, err_long) = crate::shared::io::bounded_text(err, cap);
         Ok(ExecResponse {

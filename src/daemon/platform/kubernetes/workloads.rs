@@ -273,7 +273,7 @@ impl KubernetesPlatform {
         let duration_ms = started.elapsed().as_millis() as u64;
         match done {
             Ok((out, out_cut, err, err_cut, status)) => {
-                // Each stream's JSON form is at most the cap (control bytes take six).
+                // Each stream's JSON form is at most twice the cap (a control byte counts six).
                 let (stdout, out_long) = crate::shared::io::bounded_text(out, EXEC_OUTPUT_CAP);
                 let (stderr, err_long) = crate::shared::io::bounded_text(err, EXEC_OUTPUT_CAP);
                 Ok(ExecResponse {
