@@ -5,8 +5,9 @@
 //!   limiter, GCRA);
 //! * failed authentications per client address: a token bucket per address (per /64 for
 //!   IPv6) that only failures draw from, and which, once empty, refuses the address's
-//!   requests before their credentials are looked at — a flood of bad tokens costs neither
-//!   hashing nor JWT verification, and a client whose requests authenticate is never slowed;
+//!   requests before their credentials are verified (`auth.rs` lets API keys of a known id
+//!   through) — a flood of bad tokens costs neither hashing nor JWT verification, and a
+//!   client whose requests authenticate draws nothing from it;
 //! * concurrent execs, exec streams, log follows and file transfers per tenant: a count per
 //!   tenant and kind, held by a [`Slot`] for as long as the request (or its stream) lives.
 use std::collections::HashMap;

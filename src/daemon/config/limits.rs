@@ -18,7 +18,8 @@ pub struct RateLimitConfig {
     /// Failed authentications (no, malformed, unknown, expired or revoked credentials) a
     /// client address may cause per second, sustained. An address over it is refused before
     /// its credentials are even looked at, so a flood of bad tokens costs no hashing or JWT
-    /// verification. IPv6 addresses count per /64. 0 turns it off.
+    /// verification (an API key whose id is known is still checked, so that clients behind a
+    /// proxy keep working). IPv6 addresses count per /64. 0 turns it off.
     pub per_address_per_second: u32,
     /// Failed authentications an address may cause at once.
     pub per_address_burst: u32,
