@@ -184,7 +184,8 @@ async fn usage_read_back_from_prometheus_matches_a_known_sandbox() {
     let ratio = |field: &str| row[field].as_f64().unwrap() / seconds;
     assert!((ratio("vcpu_seconds") - 0.5).abs() < 0.02, "{row}");
     assert!((ratio("memory_gib_seconds") - 0.5).abs() < 0.02, "{row}");
-    assert_eq!(row["disk_gib_seconds"].as_f64(), Some(0.0), "{row}");
+    // No disk limit asked for: the sandbox got `[sandboxDefaults] disk` (10 GiB), reserved.
+    assert!((ratio("disk_gib_seconds") - 10.0).abs() < 0.4, "{row}");
     let egress = row["egress_bytes"].as_f64().unwrap();
     assert!(
         (200_000.0..300_000.0).contains(&egress),

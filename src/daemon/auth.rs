@@ -155,10 +155,40 @@ fn credential(parts: &Parts) -> ServiceResult<&str> {
     ))
 }
 
+/// The client's address: the peer of the connection (the listener records it). Behind a
+/// proxy, the proxy's address.
+pub fn client_address(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip())
+}
+
 /// Middleware for every protected route: authenticates and stores the [`Principal`] in the
-/// request's extensions, or answers 401.
+/// request's extensions, or answers 401. An address with too many failed authentications
+/// is answered 429 before its credentials are verified (an API key whose id is known aside);
+/// each failure is charged to its address and audited (counted per address, see `audit.rs`).
 pub async fn authenticate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
+    let address = client_address(&parts);
+    if let Some(address) = address {
+        if let Some(refused) = state.rate_limits.address_refusal(address) {
+            // An API key whose id is known still goes through (clients behind one proxy
+            // share its address with whoever floods it); its secret is then checked as
+            // always, and a wrong one is charged.
+            let known_key = matches!(
+                credential(&parts),
+                Ok(token) if !crate::daemon::oidc::looks_like_jwt(token)
+                    && state.keys.names_known_key(token)
+            );
+            if !known_key {
+                if let Some(audit) = &state.audit {
+                    audit.auth_failure(address, parts.uri.path(), refused.status().as_u16());
+                }
+                return refused;
+            }
+        }
+    }
     let principal = match credential(&parts) {
         Ok(token) if crate::daemon::oidc::looks_like_jwt(token) => match &state.oidc {
             Some(verifier) => match verifier.verify(token).await {
@@ -180,7 +210,15 @@ pub async fn authenticate(State(state): State<AppState>, request: Request, next:
             parts.extensions.insert(principal);
             next.run(Request::from_parts(parts, body)).await
         }
-        Err(e) => e.into_response(),
+        Err(e) => {
+            if let Some(address) = address {
+                state.rate_limits.charge_address(address);
+                if let Some(audit) = &state.audit {
+                    audit.auth_failure(address, parts.uri.path(), e.status().as_u16());
+                }
+            }
+            e.into_response()
+        }
     }
 }
 

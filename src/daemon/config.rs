@@ -118,8 +118,11 @@ pub struct FileConfig {
     pub oidc: Option<OidcConfig>,
     /// `[metering]`: usage showback.
     pub metering: Option<MeteringConfig>,
-    /// `[rateLimit]`: requests per principal.
+    /// `[rateLimit]`: requests per principal and per client address, streams per tenant.
     pub rate_limit: Option<RateLimitConfig>,
+    /// `[sandboxDefaults]`: the size of a sbxd sandbox that neither its request nor its
+    /// tenant sizes.
+    pub sandbox_defaults: Option<SandboxDefaultsConfig>,
     /// `[audit]`: the audit trail of writes.
     pub audit: Option<AuditConfig>,
     /// `[http]`: how long a client may take to send a request.
@@ -191,8 +194,10 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// Usage showback.
     pub metering: MeteringConfig,
-    /// Requests per principal.
+    /// Requests per principal and per client address, streams per tenant.
     pub rate_limit: RateLimitConfig,
+    /// The size of a sbxd sandbox nothing else sizes.
+    pub sandbox_defaults: SandboxDefaults,
     /// The audit trail.
     pub audit: AuditConfig,
     /// Client time limits.
@@ -522,6 +527,21 @@ pub struct AuditConfig {
     /// The JSON-lines file every write is recorded in [default: `<dataDir>/audit.jsonl`].
     #[serde(default)]
     pub path: Option<PathBuf>,
+    /// Failed authentications are recorded once per client address per this interval, with
+    /// their count (a duration, e.g. `60s`; the default), so that a flood of bad tokens
+    /// cannot fill the trail.
+    #[serde(default)]
+    pub auth_failure_interval: Option<String>,
+}
+
+impl AuditConfig {
+    /// `authFailureInterval`, parsed (60 s when unset); errors name the key.
+    pub fn auth_failure_interval(&self) -> Result<std::time::Duration, String> {
+        match &self.auth_failure_interval {
+            Some(text) => positive_duration("audit.authFailureInterval", text),
+            None => Ok(std::time::Duration::from_secs(60)),
+        }
+    }
 }
 
 /// `[http]` section: how long a client may take to send a request, as durations (`30s`,
@@ -570,25 +590,6 @@ impl HttpConfig {
             )?,
             body_read_timeout: positive_duration("http.bodyReadTimeout", &self.body_read_timeout)?,
         })
-    }
-}
-
-/// `[rateLimit]` section: a token bucket per principal (API key or OIDC subject).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct RateLimitConfig {
-    /// Requests a principal may make per second, sustained; 0 turns the limit off.
-    pub per_second: u32,
-    /// Requests it may make at once (the bucket's size; at least `perSecond`).
-    pub burst: u32,
-}
-
-impl Default for RateLimitConfig {
-    fn default() -> Self {
-        RateLimitConfig {
-            per_second: 1000,
-            burst: 2000,
-        }
     }
 }
 
@@ -684,7 +685,18 @@ impl Config {
             },
             metering: file.metering.unwrap_or_default(),
             rate_limit: file.rate_limit.unwrap_or_default(),
-            audit: file.audit.unwrap_or_default(),
+            sandbox_defaults: file
+                .sandbox_defaults
+                .unwrap_or_default()
+                .parse()
+                .map_err(ConfigError::Invalid)?,
+            audit: {
+                let audit = file.audit.unwrap_or_default();
+                audit
+                    .auth_failure_interval()
+                    .map_err(ConfigError::Invalid)?;
+                audit
+            },
             http: file
                 .http
                 .unwrap_or_default()
@@ -715,6 +727,7 @@ impl Config {
             oidc: None,
             metering: MeteringConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            sandbox_defaults: SandboxDefaults::default(),
             audit: AuditConfig::default(),
             http: HttpSettings::default(),
             nodes: NodesConfig::default(),
@@ -733,6 +746,9 @@ fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
         message: e.message().to_string(),
     })
 }
+
+mod limits;
+pub use limits::{ConcurrencyConfig, RateLimitConfig, SandboxDefaults, SandboxDefaultsConfig};
 
 #[cfg(test)]
 mod tests;

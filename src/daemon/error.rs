@@ -19,6 +19,8 @@ pub struct ServiceError {
     /// The URL of the replica the request is for ([`PlatformError::Elsewhere`]): the
     /// response carries it as [`PassTo`] for `daemon/forward.rs`.
     pub pass_to: Option<String>,
+    /// Seconds the caller should wait (a 429's `Retry-After` header).
+    pub retry_after: Option<u64>,
 }
 
 /// A response's extension: the request is for the replica at this URL.
@@ -36,7 +38,14 @@ impl ServiceError {
             message: message.into(),
             internal: None,
             pass_to: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error, answered with `Retry-After: seconds` (at least 1).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
     }
 
     /// 400 `BadRequest`.
@@ -84,6 +93,7 @@ impl ServiceError {
             message: "internal error; the details are in the service log".to_string(),
             internal: Some(detail.to_string()),
             pass_to: None,
+            retry_after: None,
         }
     }
 
@@ -106,6 +116,11 @@ impl IntoResponse for ServiceError {
         let mut response = envelope_response(status, self.code, self.message);
         if let Some(url) = self.pass_to {
             response.extensions_mut().insert(PassTo(url));
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

@@ -44,7 +44,7 @@ pub async fn serve(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning
                     // (a refused connection is the peer's problem, not ours).
@@ -60,6 +60,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let (builder, app, watcher) = (builder.clone(), app.clone(), graceful.watcher());
         tokio::spawn(async move {
@@ -72,6 +73,16 @@ pub async fn serve(
             ) {
                 return;
             }
+            // The peer's address, for the limits and the audit of failed authentications.
+            let app = tower::util::MapRequest::new(
+                app,
+                move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    request
+                },
+            );
             let service = TowerToHyperService::new(app);
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(e) = watcher.watch(connection).await {

@@ -144,6 +144,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         crate::shared::signals::terminated(),
     )
     .await;
+    // The failed authentications counted since the last record are recorded too.
+    if let Some(audit) = &state.audit {
+        audit.flush_failures(true);
+    }
     refresher.abort();
     sweeper.abort();
     tenant_status.abort();

@@ -160,7 +160,9 @@ impl Modify for CommonErrors {
                     add("403", "The caller's role does not allow this");
                     add(
                         "429",
-                        "The caller is over its request rate (`TooManyRequests`); the \
+                        "The caller is over its request rate, its address over its failed \
+                         authentications, or its tenant at its cap of concurrent execs, \
+                         streams, log follows or transfers (`TooManyRequests`); the \
                          `Retry-After` header says in how many seconds to retry",
                     );
                 }

@@ -41,7 +41,7 @@ pub struct AppState {
     pub images: Arc<ImageService>,
     /// Remote install of other nodes (Kubernetes, when turned on).
     pub install: Arc<InstallService>,
-    /// Requests per principal.
+    /// Requests per principal and client address, concurrent streams per tenant.
     pub rate_limits: Arc<RateLimits>,
     /// The audit trail of writes (none when its file cannot be opened).
     pub audit: Option<Audit>,
@@ -85,6 +85,7 @@ impl AppState {
             tenancy.clone(),
             tenants.clone(),
             config.mode,
+            config.sandbox_defaults,
         ));
         let images = Arc::new(ImageService::new(platform.images()));
         let install = Arc::new(InstallService::new(platform.installer(), tenancy.clone()));
@@ -102,7 +103,11 @@ impl AppState {
             .path
             .clone()
             .unwrap_or_else(|| crate::daemon::audit::default_path(&config));
-        let audit = match Audit::open(&audit_path) {
+        let interval = config
+            .audit
+            .auth_failure_interval()
+            .unwrap_or(std::time::Duration::from_secs(60));
+        let audit = match Audit::open(&audit_path, interval) {
             Ok(audit) => Some(audit),
             Err(e) => {
                 tracing::error!(file = %audit_path.display(), error = %e, "cannot open the audit log: writes are not audited");
@@ -115,6 +120,7 @@ impl AppState {
             tenancy,
             tenants.clone(),
             config.mode,
+            config.sandbox_defaults,
         ));
         AppState {
             config,

@@ -36,6 +36,21 @@ pub const CLOSE: u8 = 255;
 /// The most bytes a server sends in one output frame.
 pub const MAX_FRAME: usize = 32 * 1024;
 
+/// The longest message (and WebSocket frame) a client may send: 1 MiB, far above what a
+/// terminal or a pipe hands over at once (the CLI sends what one read gives, 8 KiB at most),
+/// and small enough that a client cannot make the server hold much. A longer one is refused
+/// by its header, before its payload is read: the server answers a `BadRequest` status and
+/// closes with 1009 (message too big).
+pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
+
+/// Why the client's side of a stream ended early.
+enum Broken {
+    /// It sent something the protocol does not allow (the reason).
+    Refused(String),
+    /// It sent a message over [`MAX_CLIENT_MESSAGE`].
+    TooBig,
+}
+
 /// Signals a client may send, by name.
 pub const SIGNALS: [&str; 8] = [
     "HUP", "INT", "QUIT", "KILL", "USR1", "USR2", "TERM", "WINCH",
@@ -370,7 +385,7 @@ pub async fn serve(
     use futures_util::{SinkExt, StreamExt};
     let (mut sink, mut stream) = socket.split();
     let ExecSession { input, mut output } = session;
-    let (ended_tx, mut ended) = tokio::sync::oneshot::channel::<Option<String>>();
+    let (ended_tx, mut ended) = tokio::sync::oneshot::channel::<Option<Broken>>();
     let reader = tokio::spawn(async move {
         let broken = loop {
             match stream.next().await {
@@ -385,15 +400,22 @@ pub async fn serve(
                         let _ = input.send(frame).await;
                     }
                     Ok(_) => {
-                        break Some(
+                        break Some(Broken::Refused(
                             "a client sends only stdin (0), resize (4), signal (5) and close (255) frames"
                                 .to_string(),
-                        );
+                        ));
                     }
-                    Err(e) => break Some(format!("the client sent {e}")),
+                    Err(e) => break Some(Broken::Refused(format!("the client sent {e}"))),
                 },
                 Some(Ok(Message::Text(_))) => {
-                    break Some("frames are binary messages (channel byte, then payload)".into());
+                    break Some(Broken::Refused(
+                        "frames are binary messages (channel byte, then payload)".into(),
+                    ));
+                }
+                // tungstenite's capacity error, known by its text: axum wraps the error of
+                // its own tungstenite, which this crate cannot name.
+                Some(Err(e)) if e.to_string().contains("Message too long") => {
+                    break Some(Broken::TooBig);
                 }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break None,
                 Some(Ok(_)) => continue,
@@ -425,8 +447,21 @@ pub async fn serve(
                 }
             }
             broken = &mut ended => {
-                if let Ok(Some(reason)) = broken {
-                    let _ = sink.send(send(Frame::Status(ExecStatus::failed("BadRequest", reason)))).await;
+                match broken {
+                    Ok(Some(Broken::Refused(reason))) => {
+                        let _ = sink.send(send(Frame::Status(ExecStatus::failed("BadRequest", reason)))).await;
+                    }
+                    Ok(Some(Broken::TooBig)) => {
+                        let reason = format!("a client message is at most {MAX_CLIENT_MESSAGE} bytes");
+                        let _ = sink.send(send(Frame::Status(ExecStatus::failed("BadRequest", reason)))).await;
+                        let _ = sink
+                            .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+                                code: axum::extract::ws::close_code::SIZE,
+                                reason: "message too big".into(),
+                            })))
+                            .await;
+                    }
+                    _ => {}
                 }
                 break;
             }

@@ -6,11 +6,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Json, Path, Query};
+use crate::daemon::ratelimit::Kind;
 use crate::daemon::services::files::MAX_UPLOAD_BODY_BYTES;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorCode, ErrorEnvelope};
@@ -50,6 +51,7 @@ pub async fn stat_file(
 ) -> ServiceResult<Json<FileStat>> {
     let namespace = namespace_or_default(query.namespace.as_deref());
     state.tenants.require_write(&principal, namespace).await?;
+    let _slot = super::tenant_slot(&state, namespace, Kind::Exec).await?;
     Ok(Json(state.sandboxes.stat_file(&name, &query).await?))
 }
 
@@ -77,7 +79,12 @@ pub async fn download_files(
 ) -> ServiceResult<Response> {
     let namespace = namespace_or_default(query.namespace.as_deref());
     state.tenants.require_write(&principal, namespace).await?;
+    let slot = super::tenant_slot(&state, namespace, Kind::FileTransfer).await?;
     let archive = state.sandboxes.download_files(&name, &query).await?;
+    // The slot is held for as long as the archive streams (the body holds the stream).
+    let archive = archive.inspect(move |_| {
+        let _ = &slot;
+    });
     let mut response = Body::from_stream(archive).into_response();
     response
         .headers_mut()
@@ -123,6 +130,7 @@ pub async fn upload_files(
     let namespace = namespace_or_default(query.namespace.as_deref());
     state.tenants.require_write(&principal, namespace).await?;
     crate::daemon::extract::require_tar_body(&headers)?;
+    let _slot = super::tenant_slot(&state, namespace, Kind::FileTransfer).await?;
     // A body announced too large is refused before a byte of it is read (a client that
     // waits for `100 Continue` sends none); one that is not announced is counted as it comes.
     let announced = headers

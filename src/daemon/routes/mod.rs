@@ -21,7 +21,7 @@ use axum::middleware;
 use axum::response::Response;
 use axum::routing::get;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use crate::daemon::error::{ServiceError, envelope_response};
@@ -80,10 +80,36 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::map_response(envelope_errors))
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .make_span_with(request_span)
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .with_state(state)
+}
+
+/// A slot for one more request of `kind` in `namespace`, counted against the tenant owning
+/// it (a namespace no tenant owns counts on its own): 429 with `Retry-After` at its cap.
+/// Checked after access, so a caller learns nothing of a tenant it cannot reach.
+pub(crate) async fn tenant_slot(
+    state: &AppState,
+    namespace: &str,
+    kind: crate::daemon::ratelimit::Kind,
+) -> crate::daemon::error::ServiceResult<crate::daemon::ratelimit::Slot> {
+    let holder = match state.tenants.owner(namespace).await? {
+        Some(owner) => format!("tenant '{}'", owner.name),
+        None => format!("namespace '{namespace}'"),
+    };
+    state.rate_limits.slot(kind, &holder)
+}
+
+/// The request log's span: method, path and version — never the query, which can hold
+/// credentials (a streamed exec's command, its environment).
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        version = ?request.version(),
+    )
 }
 
 /// Counts every routed request and its latency by method, route template and status (a

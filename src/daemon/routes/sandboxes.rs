@@ -2,7 +2,7 @@
 //! snapshot-of-a-sandbox routes.
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -10,13 +10,15 @@ use axum::routing::{get, post};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 
+use crate::daemon::audit::AuditNamespace;
 use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::extract::{Created, Json, Path, Query, optional_json};
+use crate::daemon::ratelimit::Kind;
 use crate::daemon::services::tenants::Need;
 use crate::daemon::state::AppState;
 use crate::shared::envelope::{DataEnvelope, ErrorEnvelope};
-use crate::shared::exec_stream::{ExecStreamQuery, SUBPROTOCOL};
+use crate::shared::exec_stream::{ExecStreamQuery, MAX_CLIENT_MESSAGE, SUBPROTOCOL};
 use crate::shared::models::formats::DnsLabel;
 use crate::shared::models::sandbox::{
     CreateSandboxRequest, CreateSandboxResponse, CreateSnapshotRequest, CreateSnapshotResponse,
@@ -249,6 +251,7 @@ pub async fn exec_in_sandbox(
     let command = request
         .require_command()
         .map_err(ServiceError::bad_request)?;
+    let _slot = super::tenant_slot(&state, query.namespace(), Kind::Exec).await?;
     Ok(Json(
         state
             .sandboxes
@@ -297,13 +300,22 @@ pub async fn exec_stream(
             e.body_text().to_lowercase()
         ))
     })?;
+    let slot = super::tenant_slot(&state, namespace, Kind::ExecStream).await?;
     let (session, timeout) = state
         .sandboxes
         .exec_stream(namespace, &name, &query)
         .await?;
     Ok(upgrade
         .protocols([SUBPROTOCOL])
-        .on_upgrade(move |socket| crate::shared::exec_stream::serve(socket, session, timeout))
+        // A client message (and frame) is at most this long: a longer one is refused by its
+        // header, before its payload is read, and closes the stream with 1009.
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| async move {
+            // The tenant's slot is held for as long as the stream is open.
+            let _slot = slot;
+            crate::shared::exec_stream::serve(socket, session, timeout).await
+        })
         .into_response())
 }
 
@@ -324,11 +336,12 @@ pub async fn sandbox_logs(
     let namespace = query.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     require_read(&state, &principal, namespace, &name).await?;
     if query.follow {
+        let slot = super::tenant_slot(&state, namespace, Kind::LogFollow).await?;
         let chunks = state
             .sandboxes
             .follow_logs(namespace, &name, &query.container, query.tail, query.since)
             .await?;
-        return Ok(crate::shared::io::chunked_text(chunks));
+        return Ok(crate::shared::io::chunked_text(held(chunks, slot)));
     }
     let logs = state
         .sandboxes
@@ -352,7 +365,7 @@ pub async fn pause_sandbox(
     principal: Principal,
     Path(name): Path<String>,
     body: Bytes,
-) -> ServiceResult<Json<MessageResponse>> {
+) -> ServiceResult<(Extension<AuditNamespace>, Json<MessageResponse>)> {
     let request: PauseRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     state.tenants.require_write(&principal, namespace).await?;
@@ -364,7 +377,10 @@ pub async fn pause_sandbox(
         Some(snapshot) => format!("sandbox '{name}' paused; snapshot '{snapshot}' taken"),
         None => format!("sandbox '{name}' paused"),
     };
-    Ok(Json(MessageResponse { message }))
+    Ok((
+        Extension(AuditNamespace(namespace.to_string())),
+        Json(MessageResponse { message }),
+    ))
 }
 
 /// Resume a paused sandbox.
@@ -382,14 +398,43 @@ pub async fn resume_sandbox(
     principal: Principal,
     Path(name): Path<String>,
     body: Bytes,
-) -> ServiceResult<Json<MessageResponse>> {
+) -> ServiceResult<(Extension<AuditNamespace>, Json<MessageResponse>)> {
     let request: ResumeRequest = optional_json(&body)?;
     let namespace = request.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     state.tenants.require_write(&principal, namespace).await?;
     state.sandboxes.resume(namespace, &name).await?;
-    Ok(Json(MessageResponse {
-        message: format!("sandbox '{name}' resumed"),
-    }))
+    Ok((
+        Extension(AuditNamespace(namespace.to_string())),
+        Json(MessageResponse {
+            message: format!("sandbox '{name}' resumed"),
+        }),
+    ))
+}
+
+/// The chunks of `chunks`, through a channel whose feeder holds `slot` until either end goes
+/// (the client leaving drops the receiver at once, an idle log included).
+fn held(
+    mut chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    slot: crate::daemon::ratelimit::Slot,
+) -> tokio::sync::mpsc::Receiver<Bytes> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        let _slot = slot;
+        loop {
+            tokio::select! {
+                chunk = chunks.recv() => match chunk {
+                    Some(chunk) => {
+                        if tx.send(chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => return,
+                },
+                () = tx.closed() => return,
+            }
+        }
+    });
+    rx
 }
 
 /// Clone a sandbox into a new one (kql disk clone; sbxd copy-on-write, `warm` keeps memory).

@@ -280,6 +280,17 @@ impl KeyService {
         Ok(ids)
     }
 
+    /// Whether `token` names a key this service holds, by its id (before the `_`): a map
+    /// lookup, no hashing. Lets a key through an address that bad tokens have exhausted (a
+    /// proxy's, shared with an attacker), without the cost the limit is there to avoid.
+    pub fn names_known_key(&self, token: &str) -> bool {
+        let Some((id, _)) = token.split_once('_') else {
+            return false;
+        };
+        self.mirror
+            .read(|keys| keys.is_some_and(|keys| keys.contains_key(id)))
+    }
+
     /// Checks a `<key_id>_<secret>` token: known id, matching hash (constant time), not
     /// expired. Records `last_used`.
     pub async fn authenticate(&self, token: &str) -> ServiceResult<Principal> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::daemon::auth::Principal;
-use crate::daemon::config::Mode;
+use crate::daemon::config::{Mode, SandboxDefaults};
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{
     NewSandbox, PlatformError, SandboxBackend, SandboxOwner, TenantStore,
@@ -103,12 +103,16 @@ fn quantity(text: &Option<String>) -> Option<crate::shared::quantity::Quantity> 
 /// tenant's nodes narrowed by the key's; in production mode CPU and memory must end up set.
 /// A sandbox with no size for something its tenant has a quota on (vcpu, memory, disk) is
 /// refused with a 400: unlimited, it would count as nothing against that quota.
+///
+/// Then, on the sbxd backends, `defaults` (`[sandboxDefaults]`) fills each limit still left
+/// out: nothing else bounds such a sandbox (on Kubernetes, a namespace's LimitRange does).
 pub fn apply_tenant_policy(
     sizing: &mut Sizing,
     owner: Option<&Owner>,
     principal: &Principal,
     mode: Mode,
     nodes: &Nodes,
+    defaults: &SandboxDefaults,
 ) -> ServiceResult<()> {
     let bad = ServiceError::bad_request;
     if let Some(owner) = owner {
@@ -228,6 +232,11 @@ pub fn apply_tenant_policy(
     if nodes.all.iter().any(tainted) {
         let allowed = sizing.nodes.take().unwrap_or_else(|| nodes.all.clone());
         sizing.nodes = Some(allowed.into_iter().filter(|n| !tainted(n)).collect());
+    }
+    if UNENFORCING_BACKENDS.contains(&sizing.backend.as_str()) {
+        sizing.cpu_millis = sizing.cpu_millis.or(defaults.cpu_millis);
+        sizing.memory_bytes = sizing.memory_bytes.or(defaults.memory_bytes);
+        sizing.ephemeral_bytes = sizing.ephemeral_bytes.or(defaults.ephemeral_bytes);
     }
     if mode == Mode::Production && (sizing.cpu_millis.is_none() || sizing.memory_bytes.is_none()) {
         return Err(bad(
@@ -349,6 +358,8 @@ pub struct SandboxService {
     pub(super) tenants: Arc<TenantService>,
     mode: Mode,
     list_cache: Mutex<HashMap<ListKey, CachedList>>,
+    /// `[sandboxDefaults]`.
+    defaults: SandboxDefaults,
 }
 
 /// How often the leader looks at the nodes that run sandboxes.
@@ -376,6 +387,7 @@ impl SandboxService {
         tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         mode: Mode,
+        defaults: SandboxDefaults,
     ) -> SandboxService {
         SandboxService {
             sandboxes,
@@ -383,6 +395,7 @@ impl SandboxService {
             tenants,
             mode,
             list_cache: Mutex::new(HashMap::new()),
+            defaults,
         }
     }
 
@@ -590,7 +603,14 @@ impl SandboxService {
             nodes: None,
         };
         let nodes = Nodes::of(self.tenancy.as_ref()).await?;
-        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
+        apply_tenant_policy(
+            &mut sizing,
+            owner.as_ref(),
+            principal,
+            self.mode,
+            &nodes,
+            &self.defaults,
+        )?;
         let ask = sizing.ask();
         (
             new.cpu_millis,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::daemon::auth::Principal;
-use crate::daemon::config::Mode;
+use crate::daemon::config::{Mode, SandboxDefaults};
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::{
     PlatformError, RestorePlan, SandboxBackend, SnapshotBackend, TenantStore,
@@ -47,6 +47,8 @@ pub struct SnapshotService {
     tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
     mode: Mode,
+    /// `[sandboxDefaults]` (a restore is sized as a create is).
+    defaults: SandboxDefaults,
 }
 
 impl SnapshotService {
@@ -57,6 +59,7 @@ impl SnapshotService {
         tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
         mode: Mode,
+        defaults: SandboxDefaults,
     ) -> SnapshotService {
         SnapshotService {
             snapshots,
@@ -64,6 +67,7 @@ impl SnapshotService {
             tenancy,
             tenants,
             mode,
+            defaults,
         }
     }
 
@@ -311,7 +315,14 @@ impl SnapshotService {
         };
         let owner = self.tenants.owner(&namespace).await?;
         let nodes = Nodes::of(self.tenancy.as_ref()).await?;
-        apply_tenant_policy(&mut sizing, owner.as_ref(), principal, self.mode, &nodes)?;
+        apply_tenant_policy(
+            &mut sizing,
+            owner.as_ref(),
+            principal,
+            self.mode,
+            &nodes,
+            &self.defaults,
+        )?;
         (
             plan.cpu_millis,
             plan.memory_bytes,

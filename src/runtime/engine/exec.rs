@@ -80,13 +80,17 @@ impl Sbxd {
                 None => -1,
             }
         };
+        // The cap bounds the answer too: a control byte counts as its six-byte escape, so each
+        // stream's JSON form is at most twice `cap` whatever the command writes.
+        let (stdout, out_long) = crate::shared::io::bounded_text(out, cap);
+        let (stderr, err_long) = crate::shared::io::bounded_text(err, cap);
         Ok(ExecResponse {
             exit_code,
-            stdout: String::from_utf8_lossy(&out).into_owned(),
-            stderr: String::from_utf8_lossy(&err).into_owned(),
+            stdout,
+            stderr,
             duration_ms: started.elapsed().as_millis() as u64,
             timed_out,
-            truncated: out_cut || err_cut,
+            truncated: out_cut || err_cut || out_long || err_long,
         })
     }
 

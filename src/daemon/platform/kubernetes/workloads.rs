@@ -272,14 +272,19 @@ impl KubernetesPlatform {
         let done = tokio::time::timeout(timeout, run).await;
         let duration_ms = started.elapsed().as_millis() as u64;
         match done {
-            Ok((out, out_cut, err, err_cut, status)) => Ok(ExecResponse {
-                exit_code: exit_code(status.as_ref()),
-                stdout: String::from_utf8_lossy(&out).into_owned(),
-                stderr: String::from_utf8_lossy(&err).into_owned(),
-                duration_ms,
-                timed_out: false,
-                truncated: out_cut || err_cut,
-            }),
+            Ok((out, out_cut, err, err_cut, status)) => {
+                // Each stream's JSON form is at most twice the cap (a control byte counts six).
+                let (stdout, out_long) = crate::shared::io::bounded_text(out, EXEC_OUTPUT_CAP);
+                let (stderr, err_long) = crate::shared::io::bounded_text(err, EXEC_OUTPUT_CAP);
+                Ok(ExecResponse {
+                    exit_code: exit_code(status.as_ref()),
+                    stdout,
+                    stderr,
+                    duration_ms,
+                    timed_out: false,
+                    truncated: out_cut || err_cut || out_long || err_long,
+                })
+            }
             Err(_) => {
                 process.abort();
                 Ok(ExecResponse {
