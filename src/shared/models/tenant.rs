@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::shared::models::formats::{
-    CapabilityName, DnsLabel, NodeName, QuantityText, TenancyLabelMap,
+    CapabilityName, Cidr, DnsLabel, NodeName, QuantityText, TenancyLabelMap,
 };
 
 use crate::shared::models::sandbox::{DeleteResult, require_field};
@@ -148,7 +148,7 @@ pub struct TenantLimits {
     /// /32), at most 256, on top of the daemon's own `egressDeny`. A change applies to the
     /// tenant's running sandboxes too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_items = 256)]
+    #[schema(value_type = Option<Vec<Cidr>>, max_items = 256)]
     pub egress_deny: Option<Vec<String>>,
 }
 
