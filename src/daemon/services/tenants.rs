@@ -10,8 +10,7 @@ use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
 use crate::daemon::platform::{
-    Platform, PlatformError, Reservation, SandboxBackend, SnapshotBackend, StoredTenant,
-    TenantStore,
+    Platform, PlatformError, Reservation, SnapshotBackend, StoredTenant, TenantStore,
 };
 use crate::daemon::services::admission::Admissions;
 use crate::daemon::services::quotas::Ask;
@@ -94,7 +93,6 @@ pub struct Owner {
 pub struct TenantService {
     tenancy: Arc<dyn TenantStore>,
     /// What a namespace holds, asked before it changes hands.
-    sandboxes: Arc<dyn SandboxBackend>,
     snapshots: Arc<dyn SnapshotBackend>,
     mode: Mode,
     /// Every tenant, loaded on first use, reloaded by [`TenantService::status_loop`] and after
@@ -115,7 +113,6 @@ impl TenantService {
         let admissions = Admissions::new(tenancy.clone());
         TenantService {
             tenancy,
-            sandboxes: platform.clone(),
             snapshots: platform,
             mode,
             tenants: Mirror::new(),
@@ -462,13 +459,17 @@ impl TenantService {
                     .map(|ns| (ns, "join")),
             );
         for (ns, way) in moved {
-            let sandboxes = self.sandboxes.list_sandboxes(Some(ns)).await?.len();
-            let snapshots = self
-                .snapshots
-                .list_snapshots(Some(ns), None, None)
-                .await?
-                .len();
-            if sandboxes + snapshots > 0 {
+            // The quota view counts sandboxes whether or not a runtime runs them.
+            let held = self.tenancy.reservation(std::slice::from_ref(ns)).await?;
+            let sandboxes = held.sandboxes;
+            let snapshots = match self.snapshots.list_snapshots(Some(ns), None, None).await {
+                Ok(list) => list.len(),
+                // The embedded default without its runtime holds no snapshot (and its
+                // reservation says so); anywhere else an unavailable platform is an error.
+                Err(PlatformError::Unavailable(_)) if held.snapshot_bytes == 0 => 0,
+                Err(e) => return Err(e.into()),
+            };
+            if sandboxes > 0 || snapshots > 0 {
                 return Err(ServiceError::conflict(format!(
                     "namespace '{ns}' holds {sandboxes} sandbox(es) and {snapshots} \
                      snapshot(s): it cannot {way} tenant '{name}' until they are deleted \
