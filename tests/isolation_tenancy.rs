@@ -198,6 +198,23 @@ async fn images_and_namespaces_stay_with_their_tenant() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    // A restore's image override is a pull too: only from an allowed registry (point 14).
+    let (status, body) = call(
+        &daemon,
+        &alpha,
+        M::POST,
+        "/api/v1/snapshots/keep/restore",
+        Some(json!({
+            "new_sandbox_name": "copy", "namespace": "ns-a",
+            "overrides": {"image": "quay.io/someone/tool:1"},
+        })),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        error(&body).1.contains("[images] allowedRegistries"),
+        "{body}"
+    );
     delete_sandbox(&daemon, "web", "ns-a").await;
     let (status, body) = move_namespaces(&daemon, "alpha", &["ns-a2"]).await;
     assert_eq!(status, 409, "{body}");

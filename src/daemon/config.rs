@@ -11,7 +11,7 @@ use crate::runtime::engine::RuntimeConfig;
 use crate::runtime::network::NetworkConfig;
 use crate::shared::paths;
 
-/// Development allows unscoped tenant-role keys; production requires a tenant for tenant
+/// Development allows unscoped tenant-role keys (until a tenant exists); production requires a tenant for tenant
 /// roles and CPU and memory on every sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
