@@ -11,8 +11,8 @@ use crate::runtime::engine::RuntimeConfig;
 use crate::runtime::network::NetworkConfig;
 use crate::shared::paths;
 
-/// Development allows unscoped tenant-role keys (until a tenant exists); production requires a tenant for tenant
-/// roles and CPU and memory on every sandbox.
+/// Development allows unscoped tenant-role keys (until a tenant exists); production requires
+/// a tenant for tenant roles and CPU and memory on every sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
