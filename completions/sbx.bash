@@ -600,7 +600,7 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__agent)
-            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --enter-host --data-dir --oci-runtime --prepared --network-pool --netns-prefix --host-netns --egress-deny --insecure-registry --pod-namespace --pod-name --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
+            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --enter-host --data-dir --oci-runtime --prepared --network-pool --netns-prefix --host-netns --egress-deny --insecure-registry --private-registry --pod-namespace --pod-name --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -655,6 +655,10 @@ _sbx() {
                     return 0
                     ;;
                 --insecure-registry)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --private-registry)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -34,13 +34,17 @@ fn busybox_archive() -> PathBuf {
     path
 }
 
-/// A daemon that may pull from the loopback registry over plain HTTP.
+/// A daemon that may pull from the loopback registry over plain HTTP (a private registry,
+/// which tenant users may use), and try `127.0.0.1:1`, where nothing answers.
 fn daemon_with_registry(registry: &str) -> (Daemon, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("sbx.toml");
     std::fs::write(
         &config,
-        format!("[images]\ninsecureRegistries = [\"{registry}\"]\n"),
+        format!(
+            "[images]\ninsecureRegistries = [\"{registry}\"]\nprivateRegistries = \
+             [\"{registry}\", \"127.0.0.1:1\"]\nallowedRegistries = [\"{registry}\"]\n"
+        ),
     )
     .unwrap();
     let daemon = Daemon::start_with(&["--config", config.to_str().unwrap()]);
@@ -392,7 +396,14 @@ async fn roles_bodies_and_content_types_are_checked() {
 #[tokio::test]
 async fn a_plain_http_registry_must_be_listed_as_insecure() {
     let registry = test_registry();
-    let daemon = Daemon::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sbx.toml");
+    std::fs::write(
+        &config,
+        format!("[images]\nprivateRegistries = [\"{registry}\"]\n"),
+    )
+    .unwrap();
+    let daemon = Daemon::start_with(&["--config", config.to_str().unwrap()]);
     let (status, _, message) = api_error(
         daemon
             .admin()

@@ -371,3 +371,60 @@ async fn a_jwt_without_oidc_configured_is_401_and_discovery_404() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
 }
+
+/// Issue 43 point 20: a `user` binding matches the `email` fallback only when the issuer has
+/// verified the address. Anyone may register `admin@acme.example` at an issuer that does not
+/// check it: unverified, the same token gets no grant at all.
+#[tokio::test]
+async fn an_unverified_email_matches_no_user_binding() {
+    let keys_dir = tempfile::tempdir().unwrap();
+    let rsa = openssl_key(keys_dir.path(), "rsa-1", Algorithm::RS256);
+    let set = Arc::new(Mutex::new(JwkSet {
+        keys: vec![rsa.jwk.clone()],
+    }));
+    let url = issuer(set).await;
+    let config = keys_dir.path().join("sbx.toml");
+    std::fs::write(
+        &config,
+        format!("[oidc]\nissuer = \"{url}\"\nclientId = \"sbx\"\n"),
+    )
+    .unwrap();
+    let daemon = Daemon::start_with(&["--config", config.to_str().unwrap()]);
+    let admin = daemon.admin_token();
+    let bindings = json!({
+        "bindings": [{"user": "admin@acme.example", "role": "operator"}],
+        "deny_subjects": [],
+    });
+    assert_eq!(put_bindings(&daemon, &admin, bindings).await.0, 200);
+    // No preferred_username: the email is the fallback.
+    let claims = |verified: Value| {
+        let mut claims = json!({
+            "iss": url, "aud": "sbx", "sub": "sub-mallory", "email": "admin@acme.example",
+            "iat": now(), "exp": now() + 600,
+        });
+        if !verified.is_null() {
+            claims["email_verified"] = verified;
+        }
+        claims
+    };
+    for (what, verified) in [
+        ("email_verified absent", Value::Null),
+        ("email_verified false", json!(false)),
+        ("email_verified \"false\"", json!("false")),
+    ] {
+        let bearer = token(&rsa, claims(verified));
+        let (status, body) = get(&daemon, &bearer, "/api/v1/auth/whoami").await;
+        assert_eq!(status, 200, "{what}: {body}");
+        assert_eq!(body["data"]["grants"], json!([]), "{what}");
+        let (status, body) = get(&daemon, &bearer, "/api/v1/tenants").await;
+        assert_eq!(status, 403, "{what}: {body}");
+    }
+    // The control: the same address, verified, is the bound user.
+    let verified = token(&rsa, claims(json!(true)));
+    let (status, body) = get(&daemon, &verified, "/api/v1/auth/whoami").await;
+    assert_eq!(
+        (status, &body["data"]["grants"]),
+        (200, &json!(["operator"]))
+    );
+    assert_eq!(get(&daemon, &verified, "/api/v1/tenants").await.0, 200);
+}

@@ -56,6 +56,8 @@ pub struct RuntimeSetup {
     pub settings: RuntimeSettings,
     /// Registries reached over plain HTTP.
     pub insecure_registries: Vec<String>,
+    /// Registries that may be on private addresses (`[images] privateRegistries`).
+    pub private_registries: Vec<String>,
     /// The agent's namespace and Pod (its heartbeat Lease's place and holder).
     pub namespace: String,
     /// The agent's Pod.
@@ -110,6 +112,9 @@ async fn start_sandboxes(
 ) -> Result<Arc<LocalPlatform>> {
     let mut platform = LocalPlatform::open(&setup.data_dir, setup.insecure_registries.clone())
         .with_context(|| format!("open the sandbox state at {}", setup.data_dir.display()))?;
+    platform
+        .image_store()
+        .set_private_registries(setup.private_registries.clone());
     platform.start_runtime(setup.settings.clone()).await;
     let platform = Arc::new(platform);
     tokio::spawn(records::run(

@@ -11,8 +11,8 @@ use crate::runtime::engine::RuntimeConfig;
 use crate::runtime::network::NetworkConfig;
 use crate::shared::paths;
 
-/// Development allows unscoped tenant-role keys; production requires a tenant for tenant
-/// roles and CPU and memory on every sandbox.
+/// Development allows unscoped tenant-role keys (until a tenant exists); production requires
+/// a tenant for tenant roles and CPU and memory on every sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -153,12 +153,43 @@ pub struct ImagesConfig {
     /// Registries (`host:port`) reached over plain HTTP, e.g. a loopback test registry.
     #[serde(default)]
     pub insecure_registries: Vec<String>,
+    /// Registries tenant users (and unscoped development keys) may pull from, by the name a
+    /// reference gives them (`docker.io`, `ghcr.io`, `127.0.0.1:5000`); `"*"` is any. Pulls
+    /// and sandbox images from elsewhere are 403 for them; operators and admins pull from
+    /// any registry. Default [`DEFAULT_ALLOWED_REGISTRIES`].
+    #[serde(default)]
+    pub allowed_registries: Option<Vec<String>>,
+    /// Registries (`host[:port]`) that may be on loopback, private (RFC 1918, 100.64.0.0/10,
+    /// unique-local) or link-local addresses, with the token services and redirects on
+    /// their host: an internal mirror, a loopback test registry. Every other host a pull
+    /// contacts must be public, whoever pulls.
+    #[serde(default)]
+    pub private_registries: Vec<String>,
     /// OCI archives imported at start-up (for hosts with no registry).
     #[serde(default)]
     pub preload: Vec<PathBuf>,
 }
 
+/// The public registries tenant users may pull from when `[images] allowedRegistries` is not
+/// set.
+pub const DEFAULT_ALLOWED_REGISTRIES: [&str; 6] = [
+    "docker.io",
+    "ghcr.io",
+    "quay.io",
+    "registry.k8s.io",
+    "public.ecr.aws",
+    "mcr.microsoft.com",
+];
+
 impl ImagesConfig {
+    /// `allowedRegistries`, or its default; lowercase.
+    pub fn allowed_registries(&self) -> Vec<String> {
+        match &self.allowed_registries {
+            Some(list) => list.iter().map(|r| r.trim().to_ascii_lowercase()).collect(),
+            None => DEFAULT_ALLOWED_REGISTRIES.map(str::to_string).to_vec(),
+        }
+    }
+
     /// The store's bounds (`maxImageBytes`, `maxStoreBytes`); errors name the key.
     pub fn limits(&self) -> Result<crate::runtime::images::ImageLimits, String> {
         let defaults = crate::runtime::images::ImageLimits::default();

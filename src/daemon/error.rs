@@ -155,6 +155,7 @@ impl From<PlatformError> for ServiceError {
             PlatformError::Invalid(m) => ServiceError::bad_request(m),
             PlatformError::Conflict(m) => ServiceError::conflict(m),
             PlatformError::QuotaExceeded(m) => ServiceError::new(ErrorCode::QuotaExceeded, m),
+            PlatformError::Forbidden(m) => ServiceError::forbidden(m),
             PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
             PlatformError::Timeout(m) => ServiceError::new(ErrorCode::GatewayTimeout, m),
             PlatformError::Elsewhere(url) => ServiceError {

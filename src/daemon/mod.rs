@@ -61,6 +61,9 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
             if let Ok(limits) = config.images.limits() {
                 platform.image_store().set_limits(limits);
             }
+            platform
+                .image_store()
+                .set_private_registries(config.images.private_registries.clone());
             for archive in &config.images.preload {
                 let images = platform
                     .image_store()
@@ -107,7 +110,32 @@ pub async fn prepare(config: Config) -> Result<AppState, ServeError> {
         .ensure_admin(admin_binding)
         .await
         .map_err(startup)?;
+    warn_unscoped_keys(&state).await;
     Ok(state)
+}
+
+/// Issue 43 point 20: new unscoped tenant-role keys are refused once a tenant exists, but keys
+/// minted before the first tenant still reach every namespace; say so at every start.
+async fn warn_unscoped_keys(state: &AppState) {
+    let Ok(tenants) = state.tenants.all().await else {
+        return;
+    };
+    if tenants.is_empty() {
+        return;
+    }
+    let unscoped: Vec<String> = state
+        .keys
+        .list()
+        .await
+        .into_iter()
+        .filter(|k| k.role.is_tenant_scoped() && k.tenant.is_none())
+        .map(|k| format!("{} ({})", k.name, k.id))
+        .collect();
+    if !unscoped.is_empty() {
+        tracing::warn!(keys = %unscoped.join(", "), tenants = tenants.len(),
+            "unscoped development-mode keys reach every tenant's namespaces: revoke them \
+             (DELETE /api/v1/keys/NAME) and mint keys with a tenant");
+    }
 }
 
 /// Runs the daemon until SIGTERM or SIGINT, then drains in-flight requests.

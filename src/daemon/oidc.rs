@@ -28,7 +28,7 @@ pub struct OidcConfig {
     #[serde(default = "default_groups_claim")]
     pub groups_claim: String,
     /// Claim holding the username matched by `user` bindings (default
-    /// `preferred_username`, then `email`).
+    /// `preferred_username`, then `email` when `email_verified` is true).
     #[serde(default = "default_username_claim")]
     pub username_claim: String,
 }
@@ -257,10 +257,20 @@ impl OidcVerifier {
             Value::String(one) => vec![one.clone()],
             _ => Vec::new(),
         };
-        let username = claims[&self.config.username_claim]
-            .as_str()
-            .or_else(|| claims["email"].as_str())
-            .map(str::to_string);
+        // An address the issuer has not verified is whatever the user typed: it names no one,
+        // so it never matches a `user` binding (issue 43 point 20), as the configured claim or
+        // as the fallback.
+        let email_verified = claims["email_verified"].as_bool() == Some(true)
+            || claims["email_verified"].as_str() == Some("true");
+        let verified_email = || claims["email"].as_str().filter(|_| email_verified);
+        let username = if self.config.username_claim == "email" {
+            verified_email()
+        } else {
+            claims[&self.config.username_claim]
+                .as_str()
+                .or_else(verified_email)
+        }
+        .map(str::to_string);
         Ok(OidcIdentity {
             subject,
             issuer: self.config.issuer.clone(),

@@ -8,7 +8,7 @@ use crate::daemon::oidc::OidcVerifier;
 use crate::daemon::platform::{IdentityStore, Platform, TenantStore};
 use crate::daemon::ratelimit::RateLimits;
 use crate::daemon::services::bindings::BindingService;
-use crate::daemon::services::images::ImageService;
+use crate::daemon::services::images::{ImageService, RegistryPolicy};
 use crate::daemon::services::install::InstallService;
 use crate::daemon::services::keys::KeyService;
 use crate::daemon::services::metering::Metering;
@@ -79,15 +79,17 @@ impl AppState {
             tenancy.clone(),
             config.mode,
         ));
-        let tenants = Arc::new(TenantService::new(tenancy.clone(), config.mode));
+        let tenants = Arc::new(TenantService::new(platform.clone(), config.mode));
+        let registries = Arc::new(RegistryPolicy::new(config.images.allowed_registries()));
         let sandboxes = Arc::new(SandboxService::new(
             platform.clone(),
             tenancy.clone(),
             tenants.clone(),
+            registries.clone(),
             config.mode,
             config.sandbox_defaults,
         ));
-        let images = Arc::new(ImageService::new(platform.images()));
+        let images = Arc::new(ImageService::new(platform.images(), registries.clone()));
         let install = Arc::new(InstallService::new(platform.installer(), tenancy.clone()));
         let bindings = Arc::new(BindingService::new(identity));
         let metering = Arc::new(Metering::new(
@@ -119,6 +121,7 @@ impl AppState {
             platform.clone(),
             tenancy,
             tenants.clone(),
+            registries,
             config.mode,
             config.sandbox_defaults,
         ));

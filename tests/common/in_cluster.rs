@@ -127,6 +127,13 @@ async fn deploy() -> Deployed {
         "sandboxTolerations".into(),
         toml::Value::Array(vec![toml::Value::Table(toleration)]),
     );
+    // Tenant users pull the test images from the loopback registry (issue 43 point 14).
+    let images: toml::Table = toml::from_str(&format!(
+        "allowedRegistries = [\"docker.io\", \"{registry}\"]\n",
+        registry = super::test_registry()
+    ))
+    .unwrap();
+    config.insert("images".into(), toml::Value::Table(images));
     std::fs::write(
         overlay.join("config.toml"),
         toml::to_string(&config).unwrap(),
@@ -184,6 +191,9 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {{"name": "SBX_AGENT_INSECURE_REGISTRIES", "value": "{registry}"}}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {{"name": "SBX_AGENT_PRIVATE_REGISTRIES", "value": "{registry}"}}
   - target:
       kind: DaemonSet
       name: sbx-installer

@@ -153,7 +153,8 @@ impl Drop for TestNet {
     }
 }
 
-/// A daemon running real sandboxes: registry marked insecure, host side in `net.router`.
+/// A daemon running real sandboxes: registry marked insecure, private and allowed, host side
+/// in `net.router`.
 pub fn daemon(net: &TestNet, extra_config: &str) -> Daemon {
     daemon_with_env(net, extra_config, &[])
 }
@@ -211,10 +212,10 @@ pub fn config_file(net: &TestNet) -> (tempfile::TempDir, String) {
 /// The config file of [`daemon`].
 pub fn write_config(path: &Path, net: &TestNet, extra: &str) {
     // A netns prefix of this test's own: clean-up of stale namespaces never touches another
-    // daemon's sandboxes.
+    // daemon's sandboxes. The loopback registry is a private one that tenant users may use.
+    let registry = registry();
     let text = format!(
-        "[images]\ninsecureRegistries = [\"{}\"]\n\n[network]\nhostNetns = \"{}\"\nnetnsPrefix = \"{}-\"\ndns = [\"100.64.0.2\"]\n{extra}\n",
-        registry(),
+        "[images]\ninsecureRegistries = [\"{registry}\"]\nprivateRegistries = [\"{registry}\"]\nallowedRegistries = [\"docker.io\", \"{registry}\"]\n\n[network]\nhostNetns = \"{}\"\nnetnsPrefix = \"{}-\"\ndns = [\"100.64.0.2\"]\n{extra}\n",
         net.router,
         net.router.replace("sbxt-r", "sbxt-s")
     );

@@ -125,6 +125,16 @@ pub struct AgentArgs {
     )]
     pub insecure_registries: Vec<String>,
 
+    /// Registry (HOST[:PORT]) that may be on a loopback, private or link-local address
+    /// (repeatable); every other host a pull contacts must be public
+    #[arg(
+        long = "private-registry",
+        env = "SBX_AGENT_PRIVATE_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "HOST[:PORT]"
+    )]
+    pub private_registries: Vec<String>,
+
     /// Namespace of the agent's Pod, where its heartbeat Lease is renewed
     #[arg(
         long,
@@ -246,6 +256,7 @@ fn runtime_setup(
             },
         },
         insecure_registries: args.insecure_registries.clone(),
+        private_registries: args.private_registries.clone(),
         namespace: args.pod_namespace.clone(),
         pod: match &args.pod_name {
             Some(pod) => pod.clone(),

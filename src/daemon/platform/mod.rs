@@ -39,6 +39,9 @@ pub enum PlatformError {
     /// The object's state does not allow the operation.
     #[error("{0}")]
     Conflict(String),
+    /// A rule of the host refused it (e.g. a pull from a private address): 403.
+    #[error("{0}")]
+    Forbidden(String),
     /// A quota of the platform's own refused it (e.g. a Kubernetes ResourceQuota).
     #[error("{0}")]
     QuotaExceeded(String),
@@ -86,6 +89,7 @@ impl PlatformError {
             PlatformError::Invalid(_) => "invalid",
             PlatformError::Conflict(_) => "conflict",
             PlatformError::QuotaExceeded(_) => "quota_exceeded",
+            PlatformError::Forbidden(_) => "forbidden",
             PlatformError::Unavailable(_) => "unavailable",
             PlatformError::Timeout(_) => "timeout",
             _ => "internal",
@@ -105,6 +109,7 @@ impl PlatformError {
             "invalid" => PlatformError::Invalid(message),
             "conflict" => PlatformError::Conflict(message),
             "quota_exceeded" => PlatformError::QuotaExceeded(message),
+            "forbidden" => PlatformError::Forbidden(message),
             "unavailable" => PlatformError::Unavailable(message),
             "timeout" => PlatformError::Timeout(message),
             _ => PlatformError::Store(message),
@@ -117,7 +122,7 @@ impl PlatformError {
             PlatformError::NotFound(_) => 404,
             PlatformError::AlreadyExists(_) | PlatformError::Conflict(_) => 409,
             PlatformError::Invalid(_) => 400,
-            PlatformError::QuotaExceeded(_) => 403,
+            PlatformError::QuotaExceeded(_) | PlatformError::Forbidden(_) => 403,
             PlatformError::Unavailable(_) => 503,
             PlatformError::Timeout(_) => 504,
             _ => 500,

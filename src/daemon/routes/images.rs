@@ -54,23 +54,35 @@ async fn discard(body: Body) {
     }
 }
 
-/// Images in the host's store, by reference.
+/// Images in the host's store, by reference. A caller who sees every namespace (operators,
+/// admins, an unscoped development key) sees them all; a tenant's caller only those that
+/// sandboxes in its namespaces run, since what one tenant pulled tells what it runs.
 #[utoipa::path(get, path = "/api/v1/images", tag = "images",
-    responses((status = 200, description = "Image records", body = DataEnvelope<Vec<ImageRecord>>)))]
+    responses((status = 200, description = "Image records: all of them for operators and admins, those the sandboxes of the caller's namespaces run for a tenant's caller", body = DataEnvelope<Vec<ImageRecord>>)))]
 pub async fn list_images(
     State(state): State<AppState>,
-    _principal: Principal,
+    principal: Principal,
 ) -> ServiceResult<Json<Vec<ImageRecord>>> {
-    Ok(Json(state.images.list()?))
+    let access = state.tenants.access(&principal).await?;
+    let mut images = state.images.list()?;
+    if !access.everywhere() {
+        let used = state.sandboxes.images_in(&access.namespaces()).await?;
+        images.retain(|image| used.contains(&image.reference));
+    }
+    Ok(Json(images))
 }
 
-/// Pull an image from its registry into the host's store (any role but `read-only`). Layers
-/// already stored are reused; pulling an unchanged image changes nothing.
+/// Pull an image from its registry into the host's store (any role but `read-only`; a
+/// tenant's caller only from `[images] allowedRegistries`). Every host the pull contacts (the
+/// registry, its token service, each redirect) must be on a public address unless listed
+/// under `[images] privateRegistries`. Layers already stored are reused; pulling an unchanged
+/// image changes nothing.
 #[utoipa::path(post, path = "/api/v1/images/pull", tag = "images",
     request_body = PullImageRequest,
     responses(
         (status = 201, description = "The stored image", body = DataEnvelope<ImageRecord>),
         (status = 400, description = "Missing or invalid reference, or content the store cannot use", body = ErrorEnvelope),
+        (status = 403, description = "A read-only caller; a tenant's caller naming a registry outside `[images] allowedRegistries`; or a host of the pull on a loopback, private or link-local address (`Forbidden`)", body = ErrorEnvelope),
         (status = 404, description = "The registry has no such repository, tag, digest or platform", body = ErrorEnvelope),
         (status = 503, description = "The registry cannot be reached, refuses access or sends bad content (`ServiceUnavailable`)", body = ErrorEnvelope),
     ))]
@@ -80,7 +92,7 @@ pub async fn pull_image(
     Json(request): Json<PullImageRequest>,
 ) -> ServiceResult<(StatusCode, Json<ImageRecord>)> {
     principal.require_write()?;
-    let image = state.images.pull(&request).await?;
+    let image = state.images.pull(&principal, &request).await?;
     Ok((StatusCode::CREATED, Json(image)))
 }
 

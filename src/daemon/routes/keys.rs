@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
     responses(
         (status = 201, description = "The key, with its token", body = DataEnvelope<ApiKey>,
             headers(("Location" = String, description = "The key's name route"))),
-        (status = 400, description = "Missing or invalid field, role/tenant mismatch, unknown tenant", body = ErrorEnvelope),
+        (status = 400, description = "Missing or invalid field, role/tenant mismatch, unknown tenant, a tenant role without a tenant once a tenant exists (development mode)", body = ErrorEnvelope),
     ))]
 pub async fn create_key(
     State(state): State<AppState>,

@@ -77,7 +77,7 @@ fn location(name: &str, namespace: &str) -> String {
         (status = 201, description = "Created; `Location` names the sandbox", body = DataEnvelope<CreateSandboxResponse>,
             headers(("Location" = String, description = "/api/v1/sandboxes/{name}?namespace={namespace}"))),
         (status = 400, description = "Validation failed: invalid limits, bad env file, name exists, …", body = ErrorEnvelope),
-        (status = 403, description = "Role, tenant quota (`QuotaExceeded`), or an `env_file` named by a principal that is not operator or admin", body = ErrorEnvelope),
+        (status = 403, description = "Role, tenant quota (`QuotaExceeded`), an `env_file` named by a principal that is not operator or admin, a `cap_add` or an image registry a tenant's caller may not use (`[images] allowedRegistries`)", body = ErrorEnvelope),
     ))]
 pub async fn create_sandbox(
     State(state): State<AppState>,

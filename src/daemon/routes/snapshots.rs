@@ -98,6 +98,7 @@ pub async fn delete_snapshot(
         (status = 201, description = "Restored; `Location` names the new sandbox", body = DataEnvelope<RestoreResponse>,
             headers(("Location" = String, description = "/api/v1/sandboxes/{new_sandbox_name}?namespace={namespace}"))),
         (status = 400, description = "Missing `new_sandbox_name`, unresolved image, or unsupported backend", body = ErrorEnvelope),
+        (status = 403, description = "Role, tenant quota (`QuotaExceeded`), or an image override from a registry a tenant's caller may not use (`[images] allowedRegistries`)", body = ErrorEnvelope),
         (status = 404, description = "No such snapshot in the namespace", body = ErrorEnvelope),
         (status = 409, description = "`new_sandbox_name` exists", body = ErrorEnvelope),
     ))]

@@ -59,6 +59,7 @@ pub async fn get_tenant(
     responses(
         (status = 201, description = "The tenant in read form", body = DataEnvelope<Tenant>),
         (status = 400, description = "Invalid spec, a namespace claimed by another tenant, or the name taken", body = ErrorEnvelope),
+        (status = 409, description = "A namespace of the spec holds sandboxes or snapshots: a namespace joins a tenant only empty (`Conflict`)", body = ErrorEnvelope),
     ))]
 pub async fn create_tenant(
     State(state): State<AppState>,
@@ -81,6 +82,7 @@ pub async fn create_tenant(
         (status = 200, description = "The tenant in read form", body = DataEnvelope<Tenant>),
         (status = 400, description = "Invalid spec", body = ErrorEnvelope),
         (status = 404, description = "No such tenant", body = ErrorEnvelope),
+        (status = 409, description = "A namespace added or removed holds sandboxes or snapshots: namespaces change tenants only empty (`Conflict`)", body = ErrorEnvelope),
     ))]
 pub async fn patch_tenant(
     State(state): State<AppState>,

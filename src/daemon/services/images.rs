@@ -3,19 +3,66 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::daemon::auth::Principal;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::platform::images::{ImageBackend, UploadFile};
+use crate::shared::image_ref::parse_reference;
+use crate::shared::models::identity::Role;
 use crate::shared::models::image::{ImageRecord, PullImageRequest};
+
+/// Issue 43 point 14: the registries a caller may make the service pull from. A tenant's
+/// caller (a `user`, an unscoped development key) names images only from `[images]
+/// allowedRegistries`, in a pull, a create or a restore's override; operators and admins from
+/// any. Decided here, for every platform (on Kubernetes the kubelet pulls, but what it pulls
+/// comes from these requests).
+#[derive(Debug, Clone)]
+pub struct RegistryPolicy {
+    allowed: Vec<String>,
+}
+
+impl RegistryPolicy {
+    /// A policy over `allowedRegistries` (lowercase names; `*` is any).
+    pub fn new(allowed: Vec<String>) -> RegistryPolicy {
+        RegistryPolicy { allowed }
+    }
+
+    /// 403 naming the setting unless `principal` may pull `image` (400 for a reference that
+    /// does not parse).
+    pub fn check(&self, principal: &Principal, image: &str) -> ServiceResult<()> {
+        if principal.require_cluster_role(Role::Operator).is_ok() {
+            return Ok(());
+        }
+        let reference = parse_reference(image).map_err(ServiceError::bad_request)?;
+        let registry = reference.registry().to_ascii_lowercase();
+        if self.allowed.iter().any(|a| a == "*" || *a == registry) {
+            return Ok(());
+        }
+        let allowed = if self.allowed.is_empty() {
+            "none".to_string()
+        } else {
+            self.allowed.join(", ")
+        };
+        Err(ServiceError::forbidden(format!(
+            "registry {registry} is not in [images] allowedRegistries ({allowed}): tenant users \
+             pull only from those; an admin may add it to the daemon's config, or an operator \
+             may pull the image"
+        )))
+    }
+}
 
 /// The image service.
 pub struct ImageService {
     store: Option<Arc<dyn ImageBackend>>,
+    registries: Arc<RegistryPolicy>,
 }
 
 impl ImageService {
     /// A service over the platform's image store, if it has one.
-    pub fn new(store: Option<Arc<dyn ImageBackend>>) -> ImageService {
-        ImageService { store }
+    pub fn new(
+        store: Option<Arc<dyn ImageBackend>>,
+        registries: Arc<RegistryPolicy>,
+    ) -> ImageService {
+        ImageService { store, registries }
     }
 
     fn store(&self) -> ServiceResult<&Arc<dyn ImageBackend>> {
@@ -31,8 +78,12 @@ impl ImageService {
         Ok(self.store()?.list_images())
     }
 
-    /// `POST /images/pull`: `reference` is required.
-    pub async fn pull(&self, request: &PullImageRequest) -> ServiceResult<ImageRecord> {
+    /// `POST /images/pull`: `reference` is required, and from an allowed registry.
+    pub async fn pull(
+        &self,
+        principal: &Principal,
+        request: &PullImageRequest,
+    ) -> ServiceResult<ImageRecord> {
         let reference = request
             .reference
             .as_deref()
@@ -43,6 +94,7 @@ impl ImageService {
                     "missing required field `reference`: the image to pull, e.g. busybox:latest",
                 )
             })?;
+        self.registries.check(principal, reference)?;
         Ok(self.store()?.pull_image(reference).await?)
     }
 

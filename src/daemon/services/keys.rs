@@ -161,6 +161,20 @@ impl KeyService {
                     "role {role} is scoped to a tenant: give 'tenant' (required in production mode)"
                 )));
             }
+            (true, None) => {
+                // Issue 43 point 20: an unscoped key reaches every namespace, so once a
+                // tenant exists it would cross every tenant's boundary.
+                let tenants = self.tenancy.list_tenants().await?;
+                if !tenants.is_empty() {
+                    let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+                    return Err(ServiceError::bad_request(format!(
+                        "role {role} is scoped to a tenant: give 'tenant' ({}); an unscoped \
+                         development-mode key is refused once a tenant exists, since it would \
+                         reach every tenant's namespaces",
+                        names.join(", ")
+                    )));
+                }
+            }
             (true, Some(tenant)) if !self.tenancy.tenant_exists(tenant).await? => {
                 return Err(ServiceError::bad_request(format!(
                     "unknown tenant '{tenant}'"

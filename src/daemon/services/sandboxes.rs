@@ -356,6 +356,7 @@ pub struct SandboxService {
     pub(super) sandboxes: Arc<dyn SandboxBackend>,
     pub(super) tenancy: Arc<dyn TenantStore>,
     pub(super) tenants: Arc<TenantService>,
+    registries: Arc<super::images::RegistryPolicy>,
     mode: Mode,
     list_cache: Mutex<HashMap<ListKey, CachedList>>,
     /// `[sandboxDefaults]`.
@@ -386,6 +387,7 @@ impl SandboxService {
         sandboxes: Arc<dyn SandboxBackend>,
         tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
+        registries: Arc<super::images::RegistryPolicy>,
         mode: Mode,
         defaults: SandboxDefaults,
     ) -> SandboxService {
@@ -393,6 +395,7 @@ impl SandboxService {
             sandboxes,
             tenancy,
             tenants,
+            registries,
             mode,
             list_cache: Mutex::new(HashMap::new()),
             defaults,
@@ -576,6 +579,7 @@ impl SandboxService {
         self.tenants
             .require(principal, &new.namespace, Need::Write)
             .await?;
+        self.registries.check(principal, &new.image)?;
         let owner = self.tenants.owner(&new.namespace).await?;
         check_capabilities(&new.capabilities, owner.as_ref(), principal)?;
         new.lifetime = super::lifetimes::create_lifetime(request, owner.as_ref())?;
@@ -633,6 +637,23 @@ impl SandboxService {
             })
             .await?;
         Ok(new)
+    }
+
+    /// The images (normalized references) the sandboxes of `namespaces` run: what a caller
+    /// who sees only those namespaces may see of the image store.
+    pub async fn images_in(
+        &self,
+        namespaces: &[String],
+    ) -> ServiceResult<std::collections::BTreeSet<String>> {
+        let mut images = std::collections::BTreeSet::new();
+        for namespace in namespaces {
+            for sandbox in self.sandboxes.list_sandboxes(Some(namespace)).await? {
+                if let Ok(reference) = normalize_reference(&sandbox.image) {
+                    images.insert(reference);
+                }
+            }
+        }
+        Ok(images)
     }
 
     /// One sandbox.

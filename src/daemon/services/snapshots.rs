@@ -46,6 +46,7 @@ pub struct SnapshotService {
     sandboxes: Arc<dyn SandboxBackend>,
     tenancy: Arc<dyn TenantStore>,
     tenants: Arc<TenantService>,
+    registries: Arc<super::images::RegistryPolicy>,
     mode: Mode,
     /// `[sandboxDefaults]` (a restore is sized as a create is).
     defaults: SandboxDefaults,
@@ -58,6 +59,7 @@ impl SnapshotService {
         sandboxes: Arc<dyn SandboxBackend>,
         tenancy: Arc<dyn TenantStore>,
         tenants: Arc<TenantService>,
+        registries: Arc<super::images::RegistryPolicy>,
         mode: Mode,
         defaults: SandboxDefaults,
     ) -> SnapshotService {
@@ -66,6 +68,7 @@ impl SnapshotService {
             sandboxes,
             tenancy,
             tenants,
+            registries,
             mode,
             defaults,
         }
@@ -271,6 +274,7 @@ impl SnapshotService {
         }
         if let Some(image) = overrides.image.as_deref().filter(|i| !i.trim().is_empty()) {
             normalize_reference(image.trim()).map_err(bad)?;
+            self.registries.check(principal, image)?;
         }
         // The same checks as a create's (issue 43 point 17): a restore makes a sandbox too.
         let limits = validate_limits(overrides.limits.as_ref())?;

@@ -9,7 +9,9 @@ use crate::daemon::auth::Principal;
 use crate::daemon::config::Mode;
 use crate::daemon::error::{ServiceError, ServiceResult};
 use crate::daemon::mirror::Mirror;
-use crate::daemon::platform::{PlatformError, Reservation, StoredTenant, TenantStore};
+use crate::daemon::platform::{
+    Platform, PlatformError, Reservation, SnapshotBackend, StoredTenant, TenantStore,
+};
 use crate::daemon::services::admission::Admissions;
 use crate::daemon::services::quotas::Ask;
 use crate::daemon::services::sandboxes::SandboxService;
@@ -90,6 +92,8 @@ pub struct Owner {
 /// The tenant service.
 pub struct TenantService {
     tenancy: Arc<dyn TenantStore>,
+    /// What a namespace holds, asked before it changes hands.
+    snapshots: Arc<dyn SnapshotBackend>,
     mode: Mode,
     /// Every tenant, loaded on first use, reloaded by [`TenantService::status_loop`] and after
     /// each of this service's writes; a reload begun before another never replaces it.
@@ -104,10 +108,12 @@ pub struct TenantService {
 
 impl TenantService {
     /// A service over a platform.
-    pub fn new(tenancy: Arc<dyn TenantStore>, mode: Mode) -> TenantService {
+    pub fn new(platform: Arc<dyn Platform>, mode: Mode) -> TenantService {
+        let tenancy: Arc<dyn TenantStore> = platform.clone();
         let admissions = Admissions::new(tenancy.clone());
         TenantService {
             tenancy,
+            snapshots: platform,
             mode,
             tenants: Mirror::new(),
             admissions,
@@ -432,6 +438,48 @@ impl TenantService {
         Ok(())
     }
 
+    /// Issue 43 point 20: a namespace changes hands (leaves tenant `name`, or joins it) only
+    /// while it holds no sandbox and no snapshot, else 409: what one tenant made must never
+    /// become another's (a namespace left by one tenant, or by a deleted one, is claimed by
+    /// the next). `before` and `after` are the tenant's namespaces.
+    async fn check_moves(
+        &self,
+        name: &str,
+        before: &[String],
+        after: &[String],
+    ) -> ServiceResult<()> {
+        let moved = before
+            .iter()
+            .filter(|ns| !after.contains(ns))
+            .map(|ns| (ns, "leave"))
+            .chain(
+                after
+                    .iter()
+                    .filter(|ns| !before.contains(ns))
+                    .map(|ns| (ns, "join")),
+            );
+        for (ns, way) in moved {
+            // The quota view counts sandboxes whether or not a runtime runs them.
+            let held = self.tenancy.reservation(std::slice::from_ref(ns)).await?;
+            let sandboxes = held.sandboxes;
+            let snapshots = match self.snapshots.list_snapshots(Some(ns), None, None).await {
+                Ok(list) => list.len(),
+                // The embedded default without its runtime holds no snapshot (and its
+                // reservation says so); anywhere else an unavailable platform is an error.
+                Err(PlatformError::Unavailable(_)) if held.snapshot_bytes == 0 => 0,
+                Err(e) => return Err(e.into()),
+            };
+            if sandboxes > 0 || snapshots > 0 {
+                return Err(ServiceError::conflict(format!(
+                    "namespace '{ns}' holds {sandboxes} sandbox(es) and {snapshots} \
+                     snapshot(s): it cannot {way} tenant '{name}' until they are deleted \
+                     (a namespace changes tenants only empty)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// `POST /tenants`.
     pub async fn create(&self, request: &CreateTenantRequest) -> ServiceResult<Tenant> {
         let bad = ServiceError::bad_request;
@@ -442,6 +490,7 @@ impl TenantService {
         crate::shared::labels::validate_tenancy(&labels).map_err(bad)?;
         let _writes = self.writes.lock().await;
         self.check_spec(name, &spec).await?;
+        self.check_moves(name, &[], &spec.namespaces).await?;
         let tenant = StoredTenant {
             name: name.to_string(),
             spec,
@@ -479,6 +528,8 @@ impl TenantService {
             None => tenant.labels.clone(),
         };
         self.check_spec(name, &spec).await?;
+        self.check_moves(name, &tenant.spec.namespaces, &spec.namespaces)
+            .await?;
         if spec != tenant.spec || labels != tenant.labels {
             // Labels are not the spec: only a spec change is a new generation.
             if spec != tenant.spec {

@@ -24,10 +24,15 @@
 //! derived from the archive's file name (`busybox.tar` → `busybox:latest`, which normalizes to
 //! `docker.io/library/busybox:latest`); with no annotation at all the tag is `latest`.
 mod archive;
+mod distribution;
 mod oci;
 mod registry;
 mod unpack;
 
+use oci_client::Reference;
+use oci_client::manifest::OciDescriptor;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
@@ -37,13 +42,6 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
-
-use oci_client::client::{ClientConfig, ClientProtocol, current_platform_resolver};
-use oci_client::manifest::OciDescriptor;
-use oci_client::{Client, Reference};
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::shared::image_ref::{self, clip};
 use crate::shared::timestamp::now_unix;
@@ -83,6 +81,10 @@ pub enum ImageError {
     /// The registry could not be reached, refused access or sent bad content (400).
     #[error("{0}")]
     Registry(String),
+    /// A host of the pull (the registry, its token service, a redirect) is on a loopback,
+    /// private or link-local address and not a listed private registry (403).
+    #[error("{0}")]
+    Refused(String),
     /// An uploaded or local archive is not a usable OCI image layout (400).
     #[error("{0}")]
     InvalidArchive(String),
@@ -262,7 +264,7 @@ enum LayerSource<'a> {
 pub struct ImageStore {
     root: PathBuf,
     insecure_registries: Vec<String>,
-    client: Client,
+    client: distribution::Distribution,
     index: Mutex<StoreIndex>,
     layer_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     temp_counter: AtomicU64,
@@ -322,14 +324,7 @@ impl ImageStore {
                 INDEX_VERSION
             )));
         }
-        let client = Client::new(ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(insecure_registries.clone()),
-            platform_resolver: Some(Box::new(current_platform_resolver)),
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(120)),
-            user_agent: concat!("sbx/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        });
+        let client = distribution::Distribution::new(insecure_registries.clone());
         let size = StoreSize {
             recorded: AtomicU64::new(index.layers.values().sum()),
             unpacking: AtomicU64::new(0),
@@ -349,6 +344,13 @@ impl ImageStore {
     /// Sets the bounds of later pulls and imports (the defaults until then).
     pub fn set_limits(&self, limits: ImageLimits) {
         *self.limits.lock().unwrap_or_else(PoisonError::into_inner) = limits;
+    }
+
+    /// Sets the registries (`host[:port]`, `[images] privateRegistries`) that may be on
+    /// loopback, private or link-local addresses; every other host a pull contacts must be
+    /// public (none until then).
+    pub fn set_private_registries(&self, registries: Vec<String>) {
+        self.client.guard().set_private(registries);
     }
 
     /// What one pull or import of `reference` may unpack.

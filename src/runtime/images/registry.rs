@@ -1,14 +1,15 @@
 //! Pulling from a registry: the manifest for this host's platform, the config, and each
 //! layer streamed, verified and unpacked (layers the store has are not fetched again); a
-//! registry's refusals turned into messages that say what to do.
+//! registry's refusals turned into short messages that say what to do. Nothing a registry
+//! wrote (bodies, error messages, host names it chose) reaches the caller: the status, a
+//! fixed phrase, and the details in the log.
 use std::fs;
 use std::io;
 use std::path::Path;
 
 use futures_util::{StreamExt, TryStreamExt};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::secrets::RegistryAuth;
 
+use super::distribution::{Hop, PullError, phrase};
 use super::*;
 
 impl ImageStore {
@@ -22,7 +23,7 @@ impl ImageStore {
         let fail = |e| self.registry_error(&normalized, &registry, e);
         let (manifest, digest, config_text) = self
             .client
-            .pull_manifest_and_config(&parsed, &RegistryAuth::Anonymous)
+            .pull_manifest_and_config(&parsed)
             .await
             .map_err(fail)?;
         if let Some(existing) = self.get(&normalized) {
@@ -31,9 +32,10 @@ impl ImageStore {
                 return Ok(existing);
             }
         }
-        let config = parse_config(config_text.as_bytes()).map_err(|reason| {
+        let config = parse_config(&config_text).map_err(|reason| {
+            tracing::warn!(reference = %normalized, %reason, "a registry sent an invalid image config");
             ImageError::Registry(format!(
-                "registry {registry} sent an invalid image config for {normalized}: {reason}"
+                "registry {registry} sent an invalid image config for {normalized}"
             ))
         })?;
         if config.rootfs.diff_ids.len() != manifest.layers.len() {
@@ -152,108 +154,95 @@ impl ImageStore {
         Ok(size)
     }
 
-    /// Maps an oci-client error to a message a user can act on, without credentials.
+    /// Maps a pull's failure to a short message a user can act on: the status or a fixed
+    /// phrase, never the registry's own text (logged here instead).
     pub(super) fn registry_error(
         &self,
         reference: &str,
         registry: &str,
-        error: OciDistributionError,
+        error: PullError,
     ) -> ImageError {
-        use OciDistributionError as E;
+        tracing::warn!(%reference, %registry, error = ?error, "pull failed");
         match error {
-            E::RegistryError { envelope, .. } => {
-                let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-                let missing = codes.iter().any(|c| {
-                    matches!(
-                        c,
-                        OciErrorCode::ManifestUnknown
-                            | OciErrorCode::NameUnknown
-                            | OciErrorCode::BlobUnknown
-                            | OciErrorCode::NotFound
-                    )
-                });
-                let denied = codes
-                    .iter()
-                    .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied));
-                let messages: Vec<String> = envelope
-                    .errors
-                    .iter()
-                    .map(|e| clip(&e.message, 200))
-                    .filter(|m| !m.is_empty())
-                    .collect();
+            PullError::Refused(hop, refused) => {
+                let what = match hop {
+                    Hop::Registry => format!("registry {registry} is at"),
+                    Hop::Named => format!(
+                        "registry {registry} sends the pull (a token service or a redirect) to"
+                    ),
+                };
+                ImageError::Refused(format!(
+                    "pulling {reference} is refused: {what} a {} address; sbx pulls only from \
+                     public addresses, except registries an admin lists under [images] \
+                     privateRegistries",
+                    refused.kind
+                ))
+            }
+            PullError::Status { status, codes } => {
+                let missing = status == 404
+                    || codes.iter().any(|c| {
+                        matches!(
+                            c.as_str(),
+                            "MANIFEST_UNKNOWN" | "NAME_UNKNOWN" | "BLOB_UNKNOWN" | "NOT_FOUND"
+                        )
+                    });
                 if missing {
                     ImageError::NotFound(format!(
                         "image {reference} not found: registry {registry} has no such \
-                         repository, tag or digest"
+                         repository, tag or digest (HTTP {status})"
                     ))
-                } else if denied {
+                } else if status == 401 || status == 403 {
                     ImageError::Registry(format!(
-                        "registry {registry} denied access to {reference}; sbx pulls \
-                         anonymously, so the image must be public"
+                        "registry {registry} denied access to {reference} (HTTP {status}); sbx \
+                         pulls anonymously, so the image must be public"
                     ))
                 } else {
                     ImageError::Registry(format!(
-                        "registry {registry} refused {reference}: {}",
-                        messages.join("; ")
+                        "registry {registry} answered HTTP {status} for {reference}"
                     ))
                 }
             }
-            E::ImageManifestNotFoundError(_) => ImageError::NotFound(format!(
+            PullError::Token(why) => ImageError::Registry(format!(
+                "registry {registry} requires a token for {reference} and {why}; sbx pulls \
+                 anonymously, so the image must be public"
+            )),
+            PullError::NoPlatform => ImageError::NotFound(format!(
                 "image {reference} not found for {}: the registry's index has no such platform",
                 host_platform()
             )),
-            E::ServerError { code: 404, .. } => ImageError::NotFound(format!(
-                "image {reference} not found: registry {registry} answered 404"
-            )),
-            E::ServerError { code, message, .. } => ImageError::Registry(format!(
-                "registry {registry} answered HTTP {code} for {reference}: {}",
-                clip(message.trim(), 200)
-            )),
-            E::UnauthorizedError { .. } | E::AuthenticationFailure(_) => {
-                ImageError::Registry(format!(
-                    "registry {registry} requires authentication for {reference} (or it does \
-                     not exist there); sbx pulls anonymously, so the image must be public"
-                ))
-            }
-            E::RequestError(e) => {
-                let cause = clip(&crate::shared::io::root_cause(&e), 300);
+            PullError::Network(e) => {
+                let phrase = phrase(&e);
                 // A TLS failure against a registry we reach over HTTPS is most often a
                 // plain-HTTP registry; refused connections and DNS failures are not.
-                let network = ["refused", "lookup", "timed out", "unreachable", "no route"];
-                let lower = cause.to_ascii_lowercase();
-                let hint = if self.insecure_registries.iter().any(|r| r == registry)
-                    || network.iter().any(|n| lower.contains(n))
+                let hint = if matches!(phrase, "TLS failed" | "the connection failed")
+                    && !self.client.is_insecure(registry)
                 {
-                    String::new()
-                } else {
                     format!(
                         " (sbx uses HTTPS for {registry}; a plain-HTTP registry must be listed \
                          under [images] insecureRegistries in the daemon's config file)"
                     )
+                } else {
+                    String::new()
                 };
                 ImageError::Registry(format!(
-                    "cannot reach registry {registry} for {reference}: {cause}{hint}"
+                    "cannot reach registry {registry} for {reference}: {phrase}{hint}"
                 ))
             }
-            E::DigestError(e) => ImageError::Registry(format!(
+            PullError::Digest { expected, actual } => ImageError::Registry(format!(
                 "registry {registry} sent content for {reference} that does not match its \
-                 digest: {e}"
+                 digest (expected {}, got {actual})",
+                clip(&expected, 80)
             )),
-            E::UnsupportedMediaTypeError(media_type) => ImageError::Unsupported(format!(
-                "image {reference} has an unsupported manifest type {media_type}"
+            PullError::Invalid(why) => ImageError::Registry(format!(
+                "registry {registry} sent unusable content for {reference}: {why}"
             )),
-            E::UnsupportedSchemaVersionError(version) => ImageError::Unsupported(format!(
-                "image {reference} uses manifest schema version {version}; only version 2 \
-                 is supported"
-            )),
-            E::IoError(e) => ImageError::Io {
+            PullError::Unsupported(what) => {
+                ImageError::Unsupported(format!("image {reference} uses an unsupported {what}"))
+            }
+            PullError::Io(e) => ImageError::Io {
                 context: format!("cannot store a blob of {reference}"),
                 source: e,
             },
-            other => ImageError::Registry(format!(
-                "pulling {reference} from {registry} failed: {}",
-                clip(&other.to_string(), 300)
-            )),
         }
     }
 }

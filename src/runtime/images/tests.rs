@@ -624,6 +624,10 @@ async fn unreachable_registries_are_reported_plainly() {
     let dir = tempfile::tempdir().unwrap();
     let store = ImageStore::open(&dir.path().join("images"), vec!["127.0.0.1:1".into()]).unwrap();
     let err = store.pull("127.0.0.1:1/x/y:1").await.unwrap_err();
+    assert!(matches!(err, ImageError::Refused(_)), "{err}");
+    assert!(err.to_string().contains("privateRegistries"), "{err}");
+    store.set_private_registries(vec!["127.0.0.1:1".into()]);
+    let err = store.pull("127.0.0.1:1/x/y:1").await.unwrap_err();
     assert!(matches!(err, ImageError::Registry(_)), "{err}");
     assert!(
         err.to_string()

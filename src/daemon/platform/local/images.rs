@@ -22,11 +22,13 @@ fn record(image: &Image) -> ImageRecord {
 }
 
 /// An image the registry does not have is `NotFound` (404), a registry that cannot be reached
-/// or refuses and a full store are `Unavailable` (503), the caller's other mistakes (a bad reference or archive)
-/// are `Invalid` (400); the rest is the store's own failure.
+/// or refuses and a full store are `Unavailable` (503), a host on a private address is
+/// `Forbidden` (403), the caller's other mistakes (a bad reference or archive) are `Invalid`
+/// (400); the rest is the store's own failure.
 pub(super) fn platform_error(error: ImageError) -> PlatformError {
     match error {
         ImageError::NotFound(m) => PlatformError::NotFound(m),
+        ImageError::Refused(m) => PlatformError::Forbidden(m),
         ImageError::Registry(m) | ImageError::StoreFull(m) => PlatformError::Unavailable(m),
         error if error.is_caller_error() => PlatformError::Invalid(error.to_string()),
         error => PlatformError::ImageStore(error.to_string()),
