@@ -25,7 +25,8 @@ pub struct AgentArgs {
     #[command(subcommand)]
     pub action: Option<AgentAction>,
 
-    /// Address to listen on
+    /// Address to listen on: the node's internal address (deploy/agent.yaml passes the Pod's
+    /// status.hostIP), not every address of the host
     #[arg(
         long,
         env = "SBX_AGENT_LISTEN",
@@ -33,6 +34,22 @@ pub struct AgentArgs {
         value_name = "HOST:PORT"
     )]
     pub listen: SocketAddr,
+
+    /// Serve HTTPS with DIR/tls.crt and DIR/tls.key (deploy/agent.yaml mounts the Secret
+    /// sbx-agent-tls that sbx serve makes) [default: plain HTTP]
+    #[arg(long, env = "SBX_AGENT_TLS_DIR", value_name = "DIR")]
+    pub tls_dir: Option<PathBuf>,
+
+    /// Calls with a token that is refused (or not reviewed yet) allowed per client address
+    /// and minute; beyond, 429 without asking the API server
+    #[arg(
+        long,
+        env = "SBX_AGENT_REVIEWS_PER_MINUTE",
+        default_value_t = crate::agent::auth::REVIEWS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..),
+        value_name = "N"
+    )]
+    pub reviews_per_minute: u32,
 
     /// Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
@@ -323,6 +340,8 @@ pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
             },
         },
         callers: args.callers.clone(),
+        tls_dir: args.tls_dir.clone(),
+        reviews_per_minute: args.reviews_per_minute,
         runtime: match &args.data_dir {
             Some(dir) => Some(runtime_setup(args, dir)?),
             None => None,
