@@ -4,7 +4,8 @@
 //! certificate are all refused at the handshake, before any request is read); a request
 //! passed to the replica holding a quota Lease reaches it over that TLS, and is never sent to
 //! a holder that advertises plain HTTP or presents another certificate; and a real
-//! `sbx agent` process serves only TLS with the agents' certificate, and refuses (429,
+//! `sbx agent` process listens on the one address it is given, serves only TLS with the
+//! agents' certificate, and refuses (429,
 //! without a TokenReview) a client address that sends more tokens to review than its bound.
 //! The agent's Kubernetes API is a stand-in on loopback that answers TokenReviews and counts
 //! them: the agent under test is the real binary. The cluster tests (tests/kubernetes,
@@ -317,7 +318,9 @@ async fn the_agent_serves_tls_only_and_limits_token_reviews_per_address() {
     const PER_MINUTE: usize = 5;
     let _agent = Agent(
         Command::new(env!("CARGO_BIN_EXE_sbx"))
-            .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
+            // As deploy/agent.yaml: every address, narrowed to the node's internal one.
+            .args(["agent", "--listen", &format!("0.0.0.0:{port}")])
+            .args(["--listen-ip", "127.0.0.1"])
             .args(["--node-name", "test-node", "--caller", "sbx-system/sbx"])
             .arg("--tls-dir")
             .arg(&tls_dir)
@@ -337,6 +340,13 @@ async fn the_agent_serves_tls_only_and_limits_token_reviews_per_address() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Only there: another of the host's addresses (127.0.0.2 is loopback too) is refused.
+    let elsewhere = std::net::TcpStream::connect(("127.0.0.2", port)).unwrap_err();
+    assert_eq!(
+        elsewhere.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{elsewhere}"
+    );
     let url = format!("https://127.0.0.1:{port}/v1/storage");
     let service = client(&ours.ca_pem, AGENT_NAME, None);
 

@@ -124,8 +124,9 @@ pub async fn run(config: AgentConfig) -> Result<()> {
     Ok(())
 }
 
-/// How long a client may take to send a request's header (and to do the TLS handshake).
-const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a client may take to send a request's header (and to do the TLS handshake), and
+/// how long an idle connection stays open (the service's clients drop theirs sooner).
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The server side of the agent's TLS: `dir/tls.crt` and `dir/tls.key`, read through the
 /// container's root once the agent entered the host (where the Pod's mounts are not).

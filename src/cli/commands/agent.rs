@@ -25,8 +25,7 @@ pub struct AgentArgs {
     #[command(subcommand)]
     pub action: Option<AgentAction>,
 
-    /// Address to listen on: the node's internal address (deploy/agent.yaml passes the Pod's
-    /// status.hostIP), not every address of the host
+    /// Address to listen on (see --listen-ip)
     #[arg(
         long,
         env = "SBX_AGENT_LISTEN",
@@ -34,6 +33,11 @@ pub struct AgentArgs {
         value_name = "HOST:PORT"
     )]
     pub listen: SocketAddr,
+
+    /// Listen on this address instead of --listen's (its port kept): deploy/agent.yaml passes
+    /// the Pod's status.hostIP, the node's internal address (IPv4 or IPv6)
+    #[arg(long, env = "SBX_AGENT_LISTEN_IP", value_name = "IP")]
+    pub listen_ip: Option<std::net::IpAddr>,
 
     /// Serve HTTPS with DIR/tls.crt and DIR/tls.key (deploy/agent.yaml mounts the Secret
     /// sbx-agent-tls that sbx serve makes) [default: plain HTTP]
@@ -328,7 +332,10 @@ pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
     }
     let node = node_name(&args.node_name)?;
     let config = crate::agent::AgentConfig {
-        listen: args.listen,
+        listen: match args.listen_ip {
+            Some(ip) => SocketAddr::new(ip, args.listen.port()),
+            None => args.listen,
+        },
         node,
         pools: Pools {
             disk_pool: args.disk_pool.clone(),

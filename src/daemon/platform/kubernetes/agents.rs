@@ -52,7 +52,11 @@ impl Agents {
         tls: Option<&crate::shared::tls::Generated>,
     ) -> PlatformResult<Agents> {
         let builder = || -> PlatformResult<reqwest::ClientBuilder> {
-            let builder = reqwest::Client::builder();
+            // Idle connections are dropped before the agent closes them.
+            let builder = reqwest::Client::builder().pool_idle_timeout(
+                crate::agent::HEADER_READ_TIMEOUT
+                    .saturating_sub(std::time::Duration::from_secs(10)),
+            );
             Ok(match tls {
                 Some(tls) => builder.tls_backend_preconfigured(
                     crate::shared::tls::client_config(
