@@ -293,7 +293,7 @@ async fn a_dead_holders_tenant_is_checked_where_its_creates_arrive() {
         M::POST,
         "/api/v1/tenants",
         Some(
-            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 3}}}),
+            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 5}}}),
         ),
     )
     .await;
@@ -469,13 +469,13 @@ async fn passed_requests_go_over_internal_tls() {
         M::POST,
         "/api/v1/tenants",
         Some(
-            json!({"name": "tls", "spec": {"namespaces": ["tls-ns"], "quotas": {"sandboxes": 3}}}),
+            json!({"name": "tls", "spec": {"namespaces": ["tls-ns"], "quotas": {"sandboxes": 5}}}),
         ),
     )
     .await;
     assert_eq!(status, 201, "{body}");
     let replicas = [&first, &second];
-    let creates = (0..12).map(|i| {
+    let creates = (0..20).map(|i| {
         let (daemon, admin) = (replicas[i % 2], admin.clone());
         async move {
             call(
@@ -493,7 +493,7 @@ async fn passed_requests_go_over_internal_tls() {
     });
     let outcomes = futures_util::future::join_all(creates).await;
     let made = outcomes.iter().filter(|(s, _)| *s == 201).count();
-    assert_eq!(made, 3, "{outcomes:?}");
+    assert_eq!(made, 5, "{outcomes:?}");
     let mut passed = 0.0;
     for daemon in replicas {
         for line in super::tenants::series(daemon, &admin, "sbx_quota_checks_total", "lease=").await
