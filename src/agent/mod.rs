@@ -6,7 +6,8 @@
 //! TokenReview ([`auth`]); nothing on the agent answers without one, and a client address
 //! that sends too many tokens to review is refused (429) without a review. It listens on the
 //! node's internal address (`deploy/agent.yaml`), over TLS with the certificate `sbx serve`
-//! made for the agents ([`crate::shared::tls`]) when given one.
+//! made for the agents ([`crate::shared::tls`]) when given one, completing the handshake only
+//! with clients presenting the replicas' certificate.
 //!
 //! A room of its own: it runs the embedded default's sandbox manager (the local platform's
 //! sandboxes over the sbxd runtime) and writes the Kubernetes platform's records of them; it
@@ -128,8 +129,10 @@ pub async fn run(config: AgentConfig) -> Result<()> {
 /// how long an idle connection stays open (the service's clients drop theirs sooner).
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The server side of the agent's TLS: `dir/tls.crt` and `dir/tls.key`, read through the
-/// container's root once the agent entered the host (where the Pod's mounts are not).
+/// The server side of the agent's TLS: `dir/tls.crt` and `dir/tls.key`, and only clients
+/// presenting a certificate for client authentication of the CA `dir/ca.crt` (the
+/// replicas'): nobody else gets as far as a token check. Read through the container's root
+/// once the agent entered the host (where the Pod's mounts are not).
 fn server_tls(dir: &std::path::Path) -> Result<Arc<rustls::ServerConfig>> {
     let dir = match std::env::var_os(host::CONTAINER_ROOT_ENV) {
         Some(root) => std::path::Path::new(&root).join(dir.strip_prefix("/").unwrap_or(dir)),
@@ -143,7 +146,8 @@ fn server_tls(dir: &std::path::Path) -> Result<Arc<rustls::ServerConfig>> {
         cert_pem: read("tls.crt")?,
         key_pem: read("tls.key")?,
     };
-    crate::shared::tls::server_config(&pair, None)
+    let ca = read("ca.crt")?;
+    crate::shared::tls::server_config(&pair, Some(&ca))
         .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))
 }
 

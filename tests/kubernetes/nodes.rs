@@ -289,7 +289,7 @@ async fn the_service_calls_agents_over_tls_only() {
     let secret = secrets.get("sbx-agent-tls").await.unwrap().data.unwrap();
     let ours = dir.path().join("ours");
     std::fs::create_dir(&ours).unwrap();
-    for key in ["tls.crt", "tls.key"] {
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
         std::fs::write(ours.join(key), &secret[key].0).unwrap();
     }
     let theirs = dir.path().join("theirs");
@@ -297,6 +297,7 @@ async fn the_service_calls_agents_over_tls_only() {
     let other = sbx::shared::tls::generate().unwrap();
     std::fs::write(theirs.join("tls.crt"), &other.agent.cert_pem).unwrap();
     std::fs::write(theirs.join("tls.key"), &other.agent.key_pem).unwrap();
+    std::fs::write(theirs.join("ca.crt"), &other.ca_pem).unwrap();
     let agent_kubeconfig = common::service_account_kubeconfig_of(TLS_NS, "agent").await;
     // The agent may review tokens (deploy/agent.yaml's ClusterRole, bound to this account).
     common::apply_deploy_file("namespace.yaml", &[]).await;

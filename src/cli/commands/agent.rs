@@ -39,8 +39,9 @@ pub struct AgentArgs {
     #[arg(long, env = "SBX_AGENT_LISTEN_IP", value_name = "IP")]
     pub listen_ip: Option<std::net::IpAddr>,
 
-    /// Serve HTTPS with DIR/tls.crt and DIR/tls.key (deploy/agent.yaml mounts the Secret
-    /// sbx-agent-tls that sbx serve makes) [default: plain HTTP]
+    /// Serve HTTPS with DIR/tls.crt and DIR/tls.key, only to clients with a certificate of
+    /// the CA DIR/ca.crt (deploy/agent.yaml mounts the Secret sbx-agent-tls that sbx serve
+    /// makes) [default: plain HTTP]
     #[arg(long, env = "SBX_AGENT_TLS_DIR", value_name = "DIR")]
     pub tls_dir: Option<PathBuf>,
 

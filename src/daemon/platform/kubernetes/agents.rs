@@ -46,7 +46,8 @@ pub struct Agents {
 impl Agents {
     /// A client with the `[kubernetes]` agent settings, over TLS with `tls`: only an agent
     /// presenting the agents' certificate of the internal CA is called (the token is sent
-    /// after the handshake).
+    /// after the handshake), and the client presents the replicas' certificate (the agents
+    /// admit no one else).
     pub fn new(
         settings: &AgentSettings,
         tls: Option<&crate::shared::tls::Generated>,
@@ -62,7 +63,7 @@ impl Agents {
                     crate::shared::tls::client_config(
                         &tls.ca_pem,
                         crate::shared::tls::AGENT_NAME,
-                        None,
+                        Some(&tls.replica),
                     )
                     .map_err(PlatformError::Unavailable)?,
                 ),
