@@ -163,12 +163,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let installs = tokio::spawn(state.install.clone().reconcile_loop());
     let nodes = tokio::spawn(state.sandboxes.clone().nodes_loop());
     let lifetimes = tokio::spawn(state.sandboxes.clone().lifetimes_loop());
+    let router = app(state.clone());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let internal = internal.map(|(listener, tls)| {
         let mut stopped = stopped.clone();
         tokio::spawn(listener::serve(
             listener,
-            app(state.clone()),
+            router.clone(),
             state.config.http.header_read_timeout,
             Some(tls),
             async move {
@@ -178,7 +179,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     });
     listener::serve(
         listener,
-        app(state.clone()),
+        router,
         state.config.http.header_read_timeout,
         None,
         async move {
