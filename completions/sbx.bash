@@ -600,13 +600,25 @@ _sbx() {
             return 0
             ;;
         sbx__subcmd__agent)
-            opts="-o -q -v -h -V --listen --node-name --disk-pool --thin-pool --host-root --enter-host --data-dir --oci-runtime --prepared --network-pool --netns-prefix --host-netns --egress-deny --insecure-registry --private-registry --pod-namespace --pod-name --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
+            opts="-o -q -v -h -V --listen --listen-ip --tls-dir --reviews-per-minute --node-name --disk-pool --thin-pool --host-root --enter-host --data-dir --oci-runtime --prepared --network-pool --netns-prefix --host-netns --egress-deny --insecure-registry --private-registry --pod-namespace --pod-name --caller --server --api-key --profile --output --quiet --verbose --help --version install idle help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --listen-ip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reviews-per-minute)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

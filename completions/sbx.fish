@@ -74,7 +74,10 @@ complete -c sbx -n "__fish_sbx_using_subcommand serve" -s q -l quiet -d 'Print o
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s v -l verbose -d 'More detail on stderr (repeat for more): requests sent, timings'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c sbx -n "__fish_sbx_using_subcommand serve" -s V -l version -d 'Print version'
-complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l listen -d 'Address to listen on' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l listen -d 'Address to listen on (see --listen-ip)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l listen-ip -d 'Listen on this address instead of --listen\'s (its port kept): deploy/agent.yaml passes the Pod\'s status.hostIP, the node\'s internal address (IPv4 or IPv6)' -r
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l tls-dir -d 'Serve HTTPS with DIR/tls.crt and DIR/tls.key, only to clients with a certificate of the CA DIR/ca.crt (deploy/agent.yaml mounts the Secret sbx-agent-tls that sbx serve makes) [default: plain HTTP]' -r -F
+complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l reviews-per-minute -d 'Calls with a token that is refused (or not reviewed yet) allowed per client address and minute; beyond, 429 without asking the API server' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l node-name -d 'Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]' -r
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l disk-pool -d 'Where the k7d XFS disk pool is mounted on the host' -r -F
 complete -c sbx -n "__fish_sbx_using_subcommand agent; and not __fish_seen_subcommand_from install idle help" -l thin-pool -d 'The kata thin pool to report, as VG/LV [default: the first thin pool `lvs` lists]' -r

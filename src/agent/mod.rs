@@ -3,7 +3,11 @@
 //! node's sandboxes of the `sbxd` backend ([`sandboxes`], with their cluster records kept by
 //! [`records`]), over HTTP on the node's address. Every call must carry a ServiceAccount token
 //! for the audience [`AUDIENCE`] of one of the allowed service accounts, checked with a
-//! TokenReview ([`auth`]); nothing on the agent answers without one.
+//! TokenReview ([`auth`]); nothing on the agent answers without one, and a client address
+//! that sends too many tokens to review is refused (429) without a review. It listens on the
+//! node's internal address (`deploy/agent.yaml`), over TLS with the certificate `sbx serve`
+//! made for the agents ([`crate::shared::tls`]) when given one, completing the handshake only
+//! with clients presenting the replicas' certificate.
 //!
 //! A room of its own: it runs the embedded default's sandbox manager (the local platform's
 //! sandboxes over the sbxd runtime) and writes the Kubernetes platform's records of them; it
@@ -18,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -43,6 +47,10 @@ pub struct AgentConfig {
     pub pools: Pools,
     /// Service accounts allowed to call, as `NAMESPACE/NAME`.
     pub callers: Vec<String>,
+    /// Where `tls.crt` and `tls.key` are (HTTPS); `None`: plain HTTP.
+    pub tls_dir: Option<std::path::PathBuf>,
+    /// Tokens reviewed per client address and minute at most.
+    pub reviews_per_minute: u32,
     /// The sandboxes of the `sbxd` backend, when this agent runs them.
     pub runtime: Option<RuntimeSetup>,
 }
@@ -73,6 +81,17 @@ pub(crate) struct AgentState {
 /// Serves until SIGTERM or SIGINT.
 pub async fn run(config: AgentConfig) -> Result<()> {
     host::close_on_exec_container_root();
+    let tls = match &config.tls_dir {
+        Some(dir) => Some(server_tls(dir)?),
+        None => {
+            tracing::warn!(
+                "no --tls-dir: serving plain HTTP (the service's token crosses the network in clear)"
+            );
+            None
+        }
+    };
+    let per_minute = std::num::NonZeroU32::new(config.reviews_per_minute)
+        .context("--reviews-per-minute must be at least 1")?;
     let client = host::kube_client().await?;
     let sandboxes = match &config.runtime {
         Some(setup) => Some(start_sandboxes(&client, &config.node, setup).await?),
@@ -80,7 +99,7 @@ pub async fn run(config: AgentConfig) -> Result<()> {
     };
     let state = Arc::new(AgentState {
         pools: config.pools.clone(),
-        reviewer: auth::TokenReviewer::new(client, AUDIENCE, &config.callers),
+        reviewer: auth::TokenReviewer::new(client, AUDIENCE, &config.callers, per_minute),
         sandboxes,
     });
     let drain = state.sandboxes.clone();
@@ -91,16 +110,47 @@ pub async fn run(config: AgentConfig) -> Result<()> {
         node = %config.node,
         address = %listener.local_addr()?,
         callers = ?config.callers,
+        tls = tls.is_some(),
         "sbx agent listening"
     );
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(crate::shared::signals::terminated())
-        .await
-        .context("serve")?;
+    crate::daemon::listener::serve(
+        listener,
+        app(state),
+        HEADER_READ_TIMEOUT,
+        tls,
+        crate::shared::signals::terminated(),
+    )
+    .await;
     if let Some(sandboxes) = drain {
         crate::daemon::platform::Platform::shutdown(&*sandboxes).await;
     }
     Ok(())
+}
+
+/// How long a client may take to send a request's header (and to do the TLS handshake), and
+/// how long an idle connection stays open (the service's clients drop theirs sooner).
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The server side of the agent's TLS: `dir/tls.crt` and `dir/tls.key`, and only clients
+/// presenting a certificate for client authentication of the CA `dir/ca.crt` (the
+/// replicas'): nobody else gets as far as a token check. Read through the container's root
+/// once the agent entered the host (where the Pod's mounts are not).
+fn server_tls(dir: &std::path::Path) -> Result<Arc<rustls::ServerConfig>> {
+    let dir = match std::env::var_os(host::CONTAINER_ROOT_ENV) {
+        Some(root) => std::path::Path::new(&root).join(dir.strip_prefix("/").unwrap_or(dir)),
+        None => dir.to_path_buf(),
+    };
+    let read = |file: &str| {
+        let path = dir.join(file);
+        std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))
+    };
+    let pair = crate::shared::tls::Pair {
+        cert_pem: read("tls.crt")?,
+        key_pem: read("tls.key")?,
+    };
+    let ca = read("ca.crt")?;
+    crate::shared::tls::server_config(&pair, Some(&ca))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))
 }
 
 /// Opens the node's sandbox state, starts the runtime (a runtime that cannot start leaves the
@@ -166,6 +216,7 @@ fn app(state: Arc<AgentState>) -> Router {
 /// Every route, the unknown ones too, needs an accepted token.
 async fn authenticate(
     State(state): State<Arc<AgentState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -183,8 +234,21 @@ async fn authenticate(
             "a bearer token is required",
         );
     };
-    match state.reviewer.review(token).await {
+    match state.reviewer.review(token, peer.ip()).await {
         Ok(()) => next.run(request).await,
+        Err(auth::Refused::Limited(wait)) => {
+            let mut response = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "RateLimited",
+                "too many tokens to review from this address",
+            );
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds.max(1)),
+            );
+            response
+        }
         Err(auth::Refused::Denied(why)) => error(StatusCode::UNAUTHORIZED, "Unauthorized", &why),
         Err(auth::Refused::Unavailable(why)) => {
             tracing::warn!(error = %why, "cannot review a caller's token");

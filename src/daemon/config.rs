@@ -261,30 +261,45 @@ pub struct KubernetesSettings {
     /// The URL the other replicas reach this one at, when set (see
     /// [`KubernetesSettings::advertised`]).
     pub advertise_url: Option<String>,
+    /// Whether replicas and agents talk TLS (`internalTls`, resolved with the mode: on in
+    /// production, which refuses it off).
+    pub internal_tls: bool,
+    /// Where the replicas' internal TLS listener listens (`internalListen`), when
+    /// [`KubernetesSettings::internal_tls`].
+    pub internal_listen: std::net::SocketAddr,
     /// What no sandbox's egress NetworkPolicy allows, whatever its list says (`egressDeny`,
     /// plus the always-denied ranges), normalized.
     pub egress_deny: Vec<crate::shared::egress::Ipv4Net>,
 }
 
 impl KubernetesSettings {
-    /// Where the other replicas reach this one, serving on `local`: `advertiseUrl`; else in
-    /// a Pod, `http://$POD_IP:<port>` (deploy/ sets `POD_IP` from the Pod's status); else
-    /// `http://<local>` when it listens on one address (not `0.0.0.0` or `::`); else none.
+    /// Where the other replicas reach this one, serving on `local` (the internal TLS
+    /// listener's address when [`KubernetesSettings::internal_tls`], else the API's):
+    /// `advertiseUrl`; else in a Pod, `SCHEME://$POD_IP:<port>` (deploy/ sets `POD_IP` from
+    /// the Pod's status); else `SCHEME://<local>` when it listens on one address (not
+    /// `0.0.0.0` or `::`); else none. SCHEME is `https` with internal TLS, else `http`.
     pub fn advertised(&self, local: std::net::SocketAddr) -> Option<String> {
         if let Some(url) = &self.advertise_url {
             return Some(url.clone());
         }
+        let scheme = self.peer_scheme();
         let pod_ip = std::env::var("POD_IP")
             .ok()
             .and_then(|ip| ip.trim().parse::<std::net::IpAddr>().ok());
         match pod_ip {
             Some(ip) => Some(format!(
-                "http://{}",
+                "{scheme}://{}",
                 std::net::SocketAddr::new(ip, local.port())
             )),
-            None if !local.ip().is_unspecified() => Some(format!("http://{local}")),
+            None if !local.ip().is_unspecified() => Some(format!("{scheme}://{local}")),
             None => None,
         }
+    }
+
+    /// The scheme of the URLs replicas pass requests to and call agents at: `https` with
+    /// internal TLS, else `http`.
+    pub fn peer_scheme(&self) -> &'static str {
+        if self.internal_tls { "https" } else { "http" }
     }
 }
 
@@ -358,9 +373,19 @@ impl KubernetesConfig {
             Some(url) => {
                 let parsed = reqwest::Url::parse(url)
                     .map_err(|e| format!("kubernetes.advertiseUrl {url:?}: {e}"))?;
-                if parsed.scheme() != "http" || parsed.host().is_none() || parsed.path() != "/" {
+                let scheme = if self.internal_tls == Some(true) {
+                    "https"
+                } else {
+                    "http"
+                };
+                if parsed.scheme() != scheme || parsed.host().is_none() || parsed.path() != "/" {
                     return Err(format!(
-                        "kubernetes.advertiseUrl must be http://HOST:PORT, not {url:?}"
+                        "kubernetes.advertiseUrl must be {scheme}://HOST:PORT, not {url:?}{}",
+                        if scheme == "https" {
+                            " (internalTls is on: the internal listener's address)"
+                        } else {
+                            ""
+                        }
                     ));
                 }
                 Some(url.trim_end_matches('/').to_string())
@@ -384,6 +409,13 @@ impl KubernetesConfig {
             },
             install,
             advertise_url,
+            internal_tls: self.internal_tls == Some(true),
+            internal_listen: self.internal_listen.trim().parse().map_err(|_| {
+                format!(
+                    "kubernetes.internalListen {:?}: expected HOST:PORT such as 0.0.0.0:8443",
+                    self.internal_listen
+                )
+            })?,
             egress_deny,
         })
     }
@@ -504,6 +536,16 @@ pub struct KubernetesConfig {
     /// Pod (deploy/ sets `POD_IP`), the listen address when it names one, else none (each
     /// quota check then takes and gives up the Lease itself).
     pub advertise_url: Option<String>,
+    /// TLS between replicas and to the agents (default: on in production mode, where off
+    /// is refused; off in development). On, the first replica to start makes a CA and two
+    /// certificates (`kube-system/sbx-internal-tls`, the agents' pair also as
+    /// `AGENT_NAMESPACE/sbx-agent-tls`); requests are passed between replicas over
+    /// `internalListen` with both sides' certificates checked, and agents are called over
+    /// HTTPS (they must run with `--tls-dir`, as `deploy/agent.yaml`).
+    pub internal_tls: Option<bool>,
+    /// Where the replicas' internal TLS listener listens (default `0.0.0.0:8443`); only
+    /// clients with the replicas' certificate complete its handshake.
+    pub internal_listen: String,
     /// IPv4 CIDRs no sandbox's egress NetworkPolicy allows, whatever its `egress_whitelist`
     /// says (the `except` of each allowed block). Default: RFC 1918, 100.64.0.0/10,
     /// 169.254.0.0/16 and 168.63.129.16/32; they cover the pod, Service and node ranges of most
@@ -527,6 +569,8 @@ impl Default for KubernetesConfig {
             agent_lost_after: "60s".into(),
             install: InstallConfig::default(),
             advertise_url: None,
+            internal_tls: None,
+            internal_listen: "0.0.0.0:8443".into(),
             egress_deny: None,
         }
     }
@@ -677,11 +721,24 @@ impl Config {
         if let Some(images) = &file.images {
             images.limits().map_err(ConfigError::Invalid)?;
         }
-        let kubernetes = file
-            .kubernetes
-            .unwrap_or_default()
-            .parse()
-            .map_err(ConfigError::Invalid)?;
+        let mode = overrides.mode.or(file.mode).unwrap_or_default();
+        let mut kubernetes_file = file.kubernetes.unwrap_or_default();
+        match (kubernetes_file.internal_tls, mode) {
+            (Some(false), Mode::Production) if platform == PlatformKind::Kubernetes => {
+                // Passed requests carry the clients' keys, agent calls the service's token.
+                return Err(ConfigError::Invalid(
+                    "[kubernetes] internalTls = false is refused in production mode: replicas \
+                     would pass the clients' keys and call agents in clear; remove the setting \
+                     (the default is on)"
+                        .into(),
+                ));
+            }
+            (None, Mode::Production) if platform == PlatformKind::Kubernetes => {
+                kubernetes_file.internal_tls = Some(true)
+            }
+            _ => {}
+        }
+        let kubernetes = kubernetes_file.parse().map_err(ConfigError::Invalid)?;
         if platform == PlatformKind::Local && kubernetes.install.is_some() {
             return Err(ConfigError::Invalid(
                 "kubernetes.install needs platform = \"kubernetes\": the embedded default runs \
@@ -689,7 +746,6 @@ impl Config {
                     .into(),
             ));
         }
-        let mode = overrides.mode.or(file.mode).unwrap_or_default();
         let runtime = file.runtime.unwrap_or_default();
         if mode == Mode::Production && !runtime.user_namespace {
             // Without a user namespace a sandbox's root is the host's root: one escape from

@@ -10,12 +10,17 @@
 //! that cannot be reached is not asked for [`UNREACHABLE_FOR`]: the request is carried out
 //! here, under the Lease (which its holder gives up within a few seconds, however busy).
 //!
+//! The passed request carries the client's key, so with `[kubernetes] internalTls` (on in
+//! production) it goes only to an `https` URL — the holder's internal listener — over TLS
+//! with both sides' certificates checked against the internal CA ([`pass_over_tls`]); a
+//! holder advertising a plain URL is not asked, the request is carried out here.
+//!
 //! The URL is read from the Lease, in `kube-system`: whoever may write sbx's Leases there
 //! (sbx's own service account, cluster administrators) could send the clients' requests
 //! elsewhere, as they could already lift every quota; grant nobody else `update` on Leases
 //! in `kube-system`.
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, to_bytes};
@@ -55,14 +60,40 @@ pub fn may_pass() -> bool {
     PASSABLE.try_with(|p| *p).unwrap_or(false)
 }
 
-/// The replicas' client for each other (plain HTTP on the Pod network).
-static PEERS: LazyLock<reqwest::Client> = LazyLock::new(|| {
+/// The replicas' client for each other and the scheme of the URLs it is for: set by
+/// [`pass_over_tls`], else plain HTTP.
+static PEERS: OnceLock<(reqwest::Client, &'static str)> = OnceLock::new();
+
+fn peers_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(1))
         .pool_idle_timeout(Duration::from_secs(30))
+}
+
+fn peers() -> &'static (reqwest::Client, &'static str) {
+    PEERS.get_or_init(|| {
+        let client = peers_builder().build().unwrap_or_default();
+        (client, "http")
+    })
+}
+
+/// Passes requests only to `https` URLs from now on, presenting the replicas' certificate of
+/// `tls` and accepting only a holder presenting it too. Called once, at start-up, before
+/// any request.
+pub fn pass_over_tls(tls: &crate::shared::tls::Generated) -> Result<(), String> {
+    let config = crate::shared::tls::client_config(
+        &tls.ca_pem,
+        crate::shared::tls::REPLICA_NAME,
+        Some(&tls.replica),
+    )?;
+    let client = peers_builder()
+        .tls_backend_preconfigured(config)
         .build()
-        .expect("an HTTP client")
-});
+        .map_err(|e| format!("a client of the other replicas: {e}"))?;
+    PEERS
+        .set((client, "https"))
+        .map_err(|_| "the replicas' client was already made".to_string())
+}
 
 /// Replicas that could not be reached, and when: not asked again for [`UNREACHABLE_FOR`].
 static UNREACHABLE: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
@@ -122,6 +153,11 @@ pub async fn to_holder(request: Request, next: Next) -> Response {
     let Some(PassTo(url)) = response.extensions().get::<PassTo>().cloned() else {
         return response;
     };
+    let scheme = peers().1;
+    if !url.starts_with(&format!("{scheme}://")) {
+        tracing::warn!(%url, "the replica holding a quota Lease advertises no {scheme} URL: checking here");
+        return PASSABLE.scope(false, next.run(again(&parts))).await;
+    }
     if unreachable(&url) {
         return PASSABLE.scope(false, next.run(again(&parts))).await;
     }
@@ -179,7 +215,8 @@ async fn pass(
     }
     headers.insert(PASSED_HEADER, HeaderValue::from(u16::from(hops)));
     tracing::debug!(%target, "passing a request to the replica holding its quota Lease");
-    let answer = PEERS
+    let answer = peers()
+        .0
         .request(parts.method.clone(), target)
         .headers(headers)
         .body(body)

@@ -2,11 +2,18 @@
 //! unset, so that slow or idle clients cannot hold the daemon's connections. A client must
 //! send a request's whole header within `[http] headerReadTimeout` of connecting or of its
 //! previous response, or the connection is closed (the body's read timeout is a router
-//! layer). Stops accepting on `shutdown` and waits for in-flight requests.
+//! layer). Stops accepting on `shutdown` and waits for in-flight requests. With a TLS
+//! configuration (the replicas' internal listener, the agent), the handshake must also be
+//! done within that time, and a client that does not complete it (plain HTTP, a certificate
+//! the configuration refuses) is closed before any request is read. Each request carries its
+//! peer's address ([`axum::extract::ConnectInfo`]).
 use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -18,13 +25,16 @@ const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// How often an HTTP/2 connection is pinged, and how long a ping may go unanswered.
 const HTTP2_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
-/// Serves `app` on `listener` until `shutdown` completes; `header_read_timeout` as above.
+/// Serves `app` on `listener` until `shutdown` completes, over TLS with `tls`;
+/// `header_read_timeout` as above.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     header_read_timeout: Duration,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -42,7 +52,7 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -60,9 +70,9 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        let (builder, app, watcher) = (builder.clone(), app.clone(), graceful.watcher());
+        let (builder, watcher, acceptor) = (builder.clone(), graceful.watcher(), acceptor.clone());
+        let app = tower::ServiceExt::map_request(app.clone(), with_peer(peer));
         tokio::spawn(async move {
             // The protocol sniffing (HTTP/1 or HTTP/2) waits for the first bytes with no time
             // limit of its own: a connection that never sends any is closed here.
@@ -73,17 +83,24 @@ pub async fn serve(
             ) {
                 return;
             }
-            // The peer's address, for the limits and the audit of failed authentications.
-            let app = tower::util::MapRequest::new(
-                app,
-                move |mut request: axum::http::Request<hyper::body::Incoming>| {
-                    request
-                        .extensions_mut()
-                        .insert(axum::extract::ConnectInfo(peer));
-                    request
-                },
-            );
             let service = TowerToHyperService::new(app);
+            let Some(acceptor) = acceptor else {
+                let connection =
+                    builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                if let Err(e) = watcher.watch(connection).await {
+                    tracing::debug!(error = %e, "connection ended");
+                }
+                return;
+            };
+            let stream =
+                match tokio::time::timeout(header_read_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => stream,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake refused");
+                        return;
+                    }
+                    Err(_) => return,
+                };
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(e) = watcher.watch(connection).await {
                 tracing::debug!(error = %e, "connection ended");
@@ -92,4 +109,14 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Marks each request with the address of the connection's peer.
+fn with_peer<B>(
+    peer: SocketAddr,
+) -> impl Fn(axum::http::Request<B>) -> axum::http::Request<B> + Clone {
+    move |mut request| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request
+    }
 }

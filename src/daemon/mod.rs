@@ -138,6 +138,26 @@ async fn warn_unscoped_keys(state: &AppState) {
     }
 }
 
+/// The replicas' internal listener (`[kubernetes] internalListen`): the same API, over TLS
+/// that only a client with the replicas' certificate completes; other replicas pass
+/// requests to it (the platform is told its address).
+async fn internal_listener(
+    state: &AppState,
+    tls: &crate::shared::tls::Generated,
+) -> Result<(TcpListener, Arc<rustls::ServerConfig>), ServeError> {
+    let config = crate::shared::tls::server_config(&tls.replica, Some(&tls.ca_pem))
+        .map_err(ServeError::Startup)?;
+    forward::pass_over_tls(tls).map_err(ServeError::Startup)?;
+    let addr = state.config.kubernetes.internal_listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener.local_addr()?;
+    state.listening(local);
+    tracing::info!("replicas pass requests to https://{local} (internal TLS)");
+    Ok((listener, config))
+}
+
 /// Runs the daemon until SIGTERM or SIGINT, then drains in-flight requests.
 pub async fn serve(config: Config) -> Result<(), ServeError> {
     // Sandboxes run as their own (unprivileged) root and read some of what the daemon writes
@@ -151,7 +171,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .await
         .map_err(|source| ServeError::Bind { addr, source })?;
     let local = listener.local_addr()?;
-    state.listening(local);
+    let internal = match state.internal_tls() {
+        Some(tls) => Some(internal_listener(&state, &tls).await?),
+        None => {
+            state.listening(local);
+            None
+        }
+    };
     tracing::info!(
         platform = state.platform_name(),
         mode = %state.config.mode,
@@ -165,13 +191,34 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let installs = tokio::spawn(state.install.clone().reconcile_loop());
     let nodes = tokio::spawn(state.sandboxes.clone().nodes_loop());
     let lifetimes = tokio::spawn(state.sandboxes.clone().lifetimes_loop());
+    let router = app(state.clone());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let internal = internal.map(|(listener, tls)| {
+        let mut stopped = stopped.clone();
+        tokio::spawn(listener::serve(
+            listener,
+            router.clone(),
+            state.config.http.header_read_timeout,
+            Some(tls),
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        ))
+    });
     listener::serve(
         listener,
-        app(state.clone()),
+        router,
         state.config.http.header_read_timeout,
-        crate::shared::signals::terminated(),
+        None,
+        async move {
+            crate::shared::signals::terminated().await;
+            let _ = stop.send(true);
+        },
     )
     .await;
+    if let Some(internal) = internal {
+        let _ = internal.await;
+    }
     // The failed authentications counted since the last record are recorded too.
     if let Some(audit) = &state.audit {
         audit.flush_failures(true);

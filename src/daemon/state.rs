@@ -63,6 +63,11 @@ impl AppState {
         self.platform.listening(local)
     }
 
+    /// The platform's internal TLS certificates, when it has them.
+    pub fn internal_tls(&self) -> Option<crate::shared::tls::Generated> {
+        self.platform.internal_tls()
+    }
+
     /// Stops the platform's background work (at daemon shutdown).
     pub async fn shutdown_platform(&self) {
         self.platform.shutdown().await

@@ -16,3 +16,4 @@ pub mod quantity;
 pub mod signals;
 pub mod tar_guard;
 pub mod timestamp;
+pub mod tls;

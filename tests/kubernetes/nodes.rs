@@ -224,3 +224,154 @@ async fn storage_comes_from_each_nodes_agent() {
     drop(agent);
     drop(daemon);
 }
+
+/// Internal TLS (issue 43, point 19): with `internalTls` the service writes the agents'
+/// certificate to the agents' namespace and calls agents only over HTTPS with that
+/// certificate checked. A real `sbx agent` serving it (the Secret's files as its `--tls-dir`,
+/// as `deploy/agent.yaml` mounts them) answers; one serving plain HTTP, or another CA's
+/// certificate, is that node's error entry and never sees the token.
+#[tokio::test]
+async fn the_service_calls_agents_over_tls_only() {
+    const TLS_NS: &str = "agent-tls-ns";
+    let c = Cluster::take(&[TLS_NS]).await;
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": TLS_NS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let token = common::service_account_token(TLS_NS, "caller", &["sbx-agent"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &token).unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), TLS_NS);
+    let pod = json!({
+        "metadata": {"name": "sbx-agent-n1", "labels": {
+            "app.kubernetes.io/name": "sbx", "app.kubernetes.io/component": "agent"}},
+        "spec": {"nodeName": "node-1", "hostNetwork": true,
+                 "containers": [{"name": "agent", "image": "localhost/sbx:0.1.0"}]}
+    });
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    while pods
+        .get("sbx-agent-n1")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.pod_ip)
+        .is_none()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "KWOK never ran the agent Pod"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let daemon = Daemon::start_on_kubernetes(&format!(
+        "[kubernetes]\ninternalTls = true\ninternalListen = \"127.0.0.1:0\"\nagentNamespace = \"{TLS_NS}\"\nagentPort = {port}\nagentTokenFile = \"{}\"\nagentTimeout = \"2s\"\n",
+        token_file.display()
+    ));
+    let admin = bootstrap_token(&c.client).await;
+    // The agents' Secret, as the agent Pods mount it.
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), TLS_NS);
+    let secret = secrets.get("sbx-agent-tls").await.unwrap().data.unwrap();
+    let ours = dir.path().join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        std::fs::write(ours.join(key), &secret[key].0).unwrap();
+    }
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let other = sbx::shared::tls::generate().unwrap();
+    std::fs::write(theirs.join("tls.crt"), &other.agent.cert_pem).unwrap();
+    std::fs::write(theirs.join("tls.key"), &other.agent.key_pem).unwrap();
+    std::fs::write(theirs.join("ca.crt"), &other.ca_pem).unwrap();
+    let agent_kubeconfig = common::service_account_kubeconfig_of(TLS_NS, "agent").await;
+    // The agent may review tokens (deploy/agent.yaml's ClusterRole, bound to this account).
+    common::apply_deploy_file("namespace.yaml", &[]).await;
+    common::apply_deploy_file("agent.yaml", &["DaemonSet"]).await;
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(c.client.clone());
+    let binding = json!({
+        "metadata": {"name": "sbx-agent-tls-test"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sbx-agent"},
+        "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": TLS_NS}]
+    });
+    let _ = bindings
+        .delete("sbx-agent-tls-test", &Default::default())
+        .await;
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding).unwrap(),
+        )
+        .await
+        .unwrap();
+    let run_agent = |tls_dir: Option<&std::path::Path>| {
+        let mut command = Command::new(common::sbx_bin());
+        command
+            .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
+            .args([
+                "--node-name",
+                "node-1",
+                "--caller",
+                &format!("{TLS_NS}/caller"),
+            ])
+            .arg("--disk-pool")
+            .arg(dir.path().join("no-pool"))
+            .env("KUBECONFIG", &agent_kubeconfig);
+        if let Some(tls_dir) = tls_dir {
+            command.arg("--tls-dir").arg(tls_dir);
+        }
+        AgentProcess(command.spawn().unwrap())
+    };
+    let wait_listening = || {
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the agent never listened"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // An agent with the Secret's certificate: answered over TLS.
+    let agent = run_agent(Some(&ours));
+    wait_listening();
+    let (nodes, _) = storage(&daemon, &admin).await;
+    assert!(nodes["node-1"].get("error").is_none(), "{nodes}");
+    assert!(nodes["node-1"].get("k7d_disks").is_some(), "{nodes}");
+    drop(agent);
+
+    // Plain HTTP, or another CA's certificate: the node's error entry.
+    for (tls_dir, why) in [
+        (None, "sbx agent at"),
+        (Some(theirs.as_path()), "UnknownIssuer"),
+    ] {
+        let agent = run_agent(tls_dir);
+        wait_listening();
+        let (nodes, _) = storage(&daemon, &admin).await;
+        let error = error_of(&nodes["node-1"]);
+        assert!(
+            error.contains(why) && !error.contains("HTTP 401"),
+            "{nodes}"
+        );
+        drop(agent);
+    }
+    let _ = bindings
+        .delete("sbx-agent-tls-test", &Default::default())
+        .await;
+    drop(daemon);
+}

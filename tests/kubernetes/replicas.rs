@@ -293,7 +293,7 @@ async fn a_dead_holders_tenant_is_checked_where_its_creates_arrive() {
         M::POST,
         "/api/v1/tenants",
         Some(
-            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 3}}}),
+            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 5}}}),
         ),
     )
     .await;
@@ -416,4 +416,124 @@ async fn every_replica_reads_what_the_cluster_holds() {
             eventually(|| status_of(daemon, path), 404, path).await;
         }
     }
+}
+
+/// Internal TLS (issue 43, point 19) between two replicas: the first to start makes the
+/// certificates (the Secret `kube-system/sbx-internal-tls`, the agents' pair copied to the
+/// agents' namespace) and the other reads them; a tenant's creates are passed to the holder
+/// of its quota Lease at its `https` internal listener, which refuses plain HTTP and a client
+/// without the replicas' certificate before any request is read.
+#[tokio::test]
+async fn passed_requests_go_over_internal_tls() {
+    use k8s_openapi::api::core::v1::Secret;
+    use reqwest::Method as M;
+    const AGENTS: &str = "tls-agents";
+    let cluster = Cluster::take(&["tls-ns", AGENTS]).await;
+    let client = cluster.client.clone();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": AGENTS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let config = format!(
+        "[kubernetes]\ninternalTls = true\ninternalListen = \"127.0.0.1:0\"\nagentNamespace = \"{AGENTS}\"\n"
+    );
+    let first = Daemon::start_on_kubernetes(&config);
+    let second = Daemon::start_on_kubernetes(&config);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    let made = secrets.get("sbx-internal-tls").await.unwrap();
+    let data = made.data.unwrap();
+    for key in ["ca.crt", "tls.crt", "tls.key", "agent.crt", "agent.key"] {
+        assert!(data.contains_key(key), "no {key}");
+    }
+    assert!(
+        !data.keys().any(|k| k.starts_with("ca.key")),
+        "the CA's key is kept"
+    );
+    let agents: Api<Secret> = Api::namespaced(client.clone(), AGENTS);
+    let copied = agents.get("sbx-agent-tls").await.unwrap().data.unwrap();
+    assert_eq!(copied["ca.crt"], data["ca.crt"]);
+    assert_eq!(copied["tls.crt"], data["agent.crt"]);
+    assert!(
+        !copied.contains_key("agent.key") && copied["tls.key"] != data["tls.key"],
+        "the agents got the replicas' key"
+    );
+
+    let admin = bootstrap_token(&client).await;
+    let (status, body) = call(
+        &first,
+        &admin,
+        M::POST,
+        "/api/v1/tenants",
+        Some(
+            json!({"name": "tls", "spec": {"namespaces": ["tls-ns"], "quotas": {"sandboxes": 5}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let replicas = [&first, &second];
+    let creates = (0..20).map(|i| {
+        let (daemon, admin) = (replicas[i % 2], admin.clone());
+        async move {
+            call(
+                daemon,
+                &admin,
+                M::POST,
+                "/api/v1/sandboxes",
+                Some(
+                    json!({"name": format!("t{i}"), "namespace": "tls-ns", "image": "busybox",
+                            "backend": "kata-firecracker-devmapper"}),
+                ),
+            )
+            .await
+        }
+    });
+    let outcomes = futures_util::future::join_all(creates).await;
+    let made = outcomes.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(made, 5, "{outcomes:?}");
+    let mut passed = 0.0;
+    for daemon in replicas {
+        for line in super::tenants::series(daemon, &admin, "sbx_quota_checks_total", "lease=").await
+        {
+            if line.contains("lease=\"passed\"") {
+                passed += super::tenants::value(&line);
+            }
+        }
+    }
+    assert!(passed >= 1.0, "no create was passed to the Lease's holder");
+    // The holder named itself at its internal listener, over https.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-system");
+    let url = leases
+        .get("sbx-quota-tls")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .and_then(|a| a.get("sbx.io/holder-url").cloned())
+        .expect("the holder's URL");
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert!(replicas.iter().all(|d| d.url != url), "{url}");
+    // There, plain HTTP and a TLS client without the replicas' certificate get no answer.
+    let plain = reqwest::Client::new()
+        .get(format!("{}/health", url.replacen("https", "http", 1)))
+        .send()
+        .await;
+    assert!(plain.is_err(), "{plain:?}");
+    let ca = String::from_utf8(data["ca.crt"].0.clone()).unwrap();
+    let anonymous = reqwest::Client::builder()
+        .tls_backend_preconfigured(
+            sbx::shared::tls::client_config(&ca, sbx::shared::tls::REPLICA_NAME, None).unwrap(),
+        )
+        .build()
+        .unwrap()
+        .get(format!("{url}/health"))
+        .send()
+        .await;
+    assert!(anonymous.is_err(), "{anonymous:?}");
+    drop((first, second));
+    drop(cluster);
 }

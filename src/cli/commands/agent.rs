@@ -25,7 +25,7 @@ pub struct AgentArgs {
     #[command(subcommand)]
     pub action: Option<AgentAction>,
 
-    /// Address to listen on
+    /// Address to listen on (see --listen-ip)
     #[arg(
         long,
         env = "SBX_AGENT_LISTEN",
@@ -33,6 +33,28 @@ pub struct AgentArgs {
         value_name = "HOST:PORT"
     )]
     pub listen: SocketAddr,
+
+    /// Listen on this address instead of --listen's (its port kept): deploy/agent.yaml passes
+    /// the Pod's status.hostIP, the node's internal address (IPv4 or IPv6)
+    #[arg(long, env = "SBX_AGENT_LISTEN_IP", value_name = "IP")]
+    pub listen_ip: Option<std::net::IpAddr>,
+
+    /// Serve HTTPS with DIR/tls.crt and DIR/tls.key, only to clients with a certificate of
+    /// the CA DIR/ca.crt (deploy/agent.yaml mounts the Secret sbx-agent-tls that sbx serve
+    /// makes) [default: plain HTTP]
+    #[arg(long, env = "SBX_AGENT_TLS_DIR", value_name = "DIR")]
+    pub tls_dir: Option<PathBuf>,
+
+    /// Calls with a token that is refused (or not reviewed yet) allowed per client address
+    /// and minute; beyond, 429 without asking the API server
+    #[arg(
+        long,
+        env = "SBX_AGENT_REVIEWS_PER_MINUTE",
+        default_value_t = crate::agent::auth::REVIEWS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..),
+        value_name = "N"
+    )]
+    pub reviews_per_minute: u32,
 
     /// Name of this node (the DaemonSet passes spec.nodeName) [default: the host name]
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
@@ -322,7 +344,10 @@ pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
     }
     let node = node_name(&args.node_name)?;
     let config = crate::agent::AgentConfig {
-        listen: args.listen,
+        listen: match args.listen_ip {
+            Some(ip) => SocketAddr::new(ip, args.listen.port()),
+            None => args.listen,
+        },
         node,
         pools: Pools {
             disk_pool: args.disk_pool.clone(),
@@ -334,6 +359,8 @@ pub async fn run(args: &AgentArgs) -> Result<ExitCode> {
             },
         },
         callers: args.callers.clone(),
+        tls_dir: args.tls_dir.clone(),
+        reviews_per_minute: args.reviews_per_minute,
         runtime: match &args.data_dir {
             Some(dir) => Some(runtime_setup(args, dir)?),
             None => None,

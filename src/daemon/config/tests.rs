@@ -86,3 +86,50 @@ fn remote_install_needs_a_pinned_image_and_the_kubernetes_platform() {
     let off = resolve("[kubernetes.install]\nimage = \"x\"\n", PlatformKind::Local).unwrap();
     assert!(off.kubernetes.install.is_none());
 }
+
+#[test]
+fn internal_tls_is_on_in_production_and_cannot_be_turned_off_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sbx.toml");
+    let resolve = |text: &str, mode: Mode| {
+        std::fs::write(&file, text).unwrap();
+        Config::resolve(Overrides {
+            config_file: Some(file.clone()),
+            platform: Some(PlatformKind::Kubernetes),
+            mode: Some(mode),
+            ..Default::default()
+        })
+    };
+    let cfg = resolve("", Mode::Production).unwrap();
+    assert!(cfg.kubernetes.internal_tls);
+    assert_eq!(cfg.kubernetes.internal_listen.to_string(), "0.0.0.0:8443");
+    assert_eq!(cfg.kubernetes.peer_scheme(), "https");
+    let local = "127.0.0.1:8443".parse().unwrap();
+    assert_eq!(
+        cfg.kubernetes.advertised(local).as_deref(),
+        Some("https://127.0.0.1:8443")
+    );
+    let off = "[kubernetes]\ninternalTls = false\n";
+    let err = resolve(off, Mode::Production).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("internalTls = false is refused in production"),
+        "{err}"
+    );
+    // Development: off unless asked for; then a plain advertiseUrl is refused.
+    let cfg = resolve("", Mode::Development).unwrap();
+    assert!(!cfg.kubernetes.internal_tls);
+    assert_eq!(cfg.kubernetes.peer_scheme(), "http");
+    let plain = "[kubernetes]\ninternalTls = true\nadvertiseUrl = \"http://10.0.0.5:8080\"\n";
+    let err = resolve(plain, Mode::Development).unwrap_err();
+    assert!(
+        err.to_string().contains("must be https://HOST:PORT"),
+        "{err}"
+    );
+    let bad = "[kubernetes]\ninternalListen = \"everywhere\"\n";
+    let err = resolve(bad, Mode::Development).unwrap_err();
+    assert!(
+        err.to_string().contains("kubernetes.internalListen"),
+        "{err}"
+    );
+}

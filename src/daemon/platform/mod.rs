@@ -744,8 +744,16 @@ pub trait Platform:
     /// Adds the platform's own series to `/metrics` (registered once, at start-up).
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 
-    /// Told once the API listens, with its local address: where other replicas can reach it.
+    /// Told once the API listens, with the local address other replicas pass requests to
+    /// (the internal TLS listener's when there is one).
     fn listening(&self, _local: std::net::SocketAddr) {}
+
+    /// The certificates of TLS between replicas and to agents, when the platform has them
+    /// (Kubernetes with `[kubernetes] internalTls`): the daemon then also serves its API on
+    /// an internal listener that only replicas can complete a handshake with.
+    fn internal_tls(&self) -> Option<crate::shared::tls::Generated> {
+        None
+    }
 }
 
 /// This host's node name: its hostname (as a kubelet names its node).

@@ -35,6 +35,8 @@ const LOCATIONS_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A client of the nodes' agents.
 pub struct Agents {
+    /// `https` (the agents' certificate checked against the internal CA) or `http`.
+    scheme: &'static str,
     http: reqwest::Client,
     stream_http: reqwest::Client,
     settings: AgentSettings,
@@ -42,25 +44,55 @@ pub struct Agents {
 }
 
 impl Agents {
-    /// A client with the `[kubernetes]` agent settings.
-    pub fn new(settings: &AgentSettings) -> Agents {
-        let http = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .connect_timeout(settings.timeout)
-            .build()
-            .unwrap_or_default();
+    /// A client with the `[kubernetes]` agent settings, over TLS with `tls`: only an agent
+    /// presenting the agents' certificate of the internal CA is called (the token is sent
+    /// after the handshake), and the client presents the replicas' certificate (the agents
+    /// admit no one else).
+    pub fn new(
+        settings: &AgentSettings,
+        tls: Option<&crate::shared::tls::Generated>,
+    ) -> PlatformResult<Agents> {
+        let builder = || -> PlatformResult<reqwest::ClientBuilder> {
+            // Idle connections are dropped before the agent closes them.
+            let builder = reqwest::Client::builder().pool_idle_timeout(
+                crate::agent::HEADER_READ_TIMEOUT
+                    .saturating_sub(std::time::Duration::from_secs(10)),
+            );
+            Ok(match tls {
+                Some(tls) => builder.tls_backend_preconfigured(
+                    crate::shared::tls::client_config(
+                        &tls.ca_pem,
+                        crate::shared::tls::AGENT_NAME,
+                        Some(&tls.replica),
+                    )
+                    .map_err(PlatformError::Unavailable)?,
+                ),
+                None => builder,
+            })
+        };
+        let built = |b: reqwest::Result<reqwest::Client>| {
+            b.map_err(|e| PlatformError::Unavailable(format!("a client of the agents: {e}")))
+        };
+        let http = built(
+            builder()?
+                .timeout(settings.timeout)
+                .connect_timeout(settings.timeout)
+                .build(),
+        )?;
         // A stream lives as long as its command: only connecting is bounded.
-        let stream_http = reqwest::Client::builder()
-            .connect_timeout(settings.timeout)
-            .http1_only()
-            .build()
-            .unwrap_or_default();
-        Agents {
+        let stream_http = built(
+            builder()?
+                .connect_timeout(settings.timeout)
+                .http1_only()
+                .build(),
+        )?;
+        Ok(Agents {
+            scheme: if tls.is_some() { "https" } else { "http" },
             http,
             stream_http,
             settings: settings.clone(),
             located: std::sync::Mutex::new(None),
-        }
+        })
     }
 
     /// [`Agents::locate`], reused for [`LOCATIONS_TTL`].
@@ -160,7 +192,7 @@ impl Agents {
         let (address, token) = self.address(client, node).await?;
         let request = self
             .stream_http
-            .get(format!("http://{address}{path}"))
+            .get(format!("{}://{address}{path}", self.scheme))
             .bearer_auth(token);
         match crate::shared::exec_stream::connect(request).await {
             Ok(socket) => Ok(crate::shared::exec_stream::client_session(socket)),
@@ -195,7 +227,7 @@ impl Agents {
         let (address, token) = self.address(client, node).await?;
         let response = self
             .stream_http
-            .get(format!("http://{address}{path}"))
+            .get(format!("{}://{address}{path}", self.scheme))
             .bearer_auth(token)
             .send()
             .await
@@ -254,7 +286,7 @@ impl Agents {
         let (address, token) = self.address(client, node).await?;
         let mut request = self
             .http
-            .request(method, format!("http://{address}{path}"))
+            .request(method, format!("{}://{address}{path}", self.scheme))
             .bearer_auth(token)
             .timeout(timeout.unwrap_or(self.settings.timeout));
         if let Some(body) = body {
@@ -347,7 +379,7 @@ impl Agents {
         let failed = |what: String| format!("sbx agent at {address}: {what}");
         let response = self
             .http
-            .get(format!("http://{address}{STORAGE_PATH}"))
+            .get(format!("{}://{address}{STORAGE_PATH}", self.scheme))
             .bearer_auth(token)
             .send()
             .await

@@ -20,6 +20,7 @@ mod agents;
 mod cache;
 mod identity;
 pub mod install;
+pub mod internal_tls;
 mod kubelet;
 mod launch;
 mod lease;
@@ -195,6 +196,8 @@ fn host_port(address: &str, port: u16) -> String {
 /// State in a Kubernetes cluster.
 pub struct KubernetesPlatform {
     client: kube::Client,
+    /// The internal TLS certificates, when `[kubernetes] internalTls` is on.
+    internal_tls: Option<crate::shared::tls::Generated>,
     touched: Mutex<HashMap<String, i64>>,
     /// When this replica last wrote each sandbox's activity annotation, unix seconds.
     activity_written: Mutex<HashMap<(String, String), i64>>,
@@ -291,8 +294,14 @@ impl KubernetesPlatform {
             std::process::id(),
             hex::encode(nonce)
         );
+        let internal_tls = match settings.internal_tls {
+            true => Some(internal_tls::ensure(&client, &settings.agents.namespace).await?),
+            false => None,
+        };
         let managed = managed_selector();
         Ok(KubernetesPlatform {
+            agents: agents::Agents::new(&settings.agents, internal_tls.as_ref())?,
+            internal_tls,
             leader: lease::Leader::start(client.clone(), identity.clone()),
             leases: lease::Known::watching(client.clone()),
             deployment_cache: cache::Cache::start(
@@ -322,7 +331,6 @@ impl KubernetesPlatform {
                 "sbx NetworkPolicies",
             ),
             kubelets,
-            agents: agents::Agents::new(&settings.agents),
             installer: settings
                 .install
                 .clone()
@@ -688,6 +696,10 @@ impl Platform for KubernetesPlatform {
         self.installer
             .clone()
             .map(|i| i as Arc<dyn crate::daemon::platform::install::InstallBackend>)
+    }
+
+    fn internal_tls(&self) -> Option<crate::shared::tls::Generated> {
+        self.internal_tls.clone()
     }
 
     /// Keeps quota Leases between checks once the other replicas can pass this one the
