@@ -42,6 +42,10 @@ pub enum PlatformError {
     /// A quota of the platform's own refused it (e.g. a Kubernetes ResourceQuota).
     #[error("{0}")]
     QuotaExceeded(String),
+    /// The platform's policy refuses it whoever asks (a reserved namespace, a Pod the
+    /// namespace's pod-security level would refuse): 403 naming the rule.
+    #[error("{0}")]
+    Forbidden(String),
     /// The platform cannot serve this now (runtime missing, cluster unreachable).
     #[error("{0}")]
     Unavailable(String),
@@ -194,6 +198,11 @@ pub struct SandboxOwner {
     pub name: String,
     /// Its `spec.limits.network`.
     pub network: Option<crate::shared::models::tenant::NetworkLimits>,
+    /// Its `spec.limits.allowedCapabilities` (the pod-security level of its namespaces on
+    /// Kubernetes follows from it).
+    pub allowed_capabilities: Option<Vec<String>>,
+    /// Its `spec.limits.allowDind`.
+    pub allow_dind: bool,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
@@ -445,6 +454,18 @@ pub trait IdentityStore: Send + Sync {
 /// metering samples.
 #[async_trait]
 pub trait TenantStore: Send + Sync {
+    /// Why sandboxes, snapshots and tenants may not use this namespace on this platform (the
+    /// cluster's own, sbx's own), if so; `for_tenant`: as a namespace a tenant claims.
+    fn namespace_refused(&self, _namespace: &str, _for_tenant: bool) -> Option<String> {
+        None
+    }
+
+    /// Whether production mode keeps sandboxes and snapshots to namespaces a tenant owns
+    /// (the Kubernetes platform: the daemon's RBAC reaches only those).
+    fn tenant_namespaces_only(&self) -> bool {
+        false
+    }
+
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;
 

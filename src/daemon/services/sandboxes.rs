@@ -568,6 +568,12 @@ impl SandboxService {
         new.owner = owner.as_ref().map(|o| SandboxOwner {
             name: o.name.clone(),
             network: o.spec.limits.as_ref().and_then(|l| l.network.clone()),
+            allowed_capabilities: o
+                .spec
+                .limits
+                .as_ref()
+                .and_then(|l| l.allowed_capabilities.clone()),
+            allow_dind: o.spec.limits.as_ref().is_some_and(|l| l.allow_dind),
         });
         let mut sizing = Sizing {
             backend: new.backend.clone(),

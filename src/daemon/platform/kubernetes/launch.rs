@@ -21,7 +21,7 @@ use super::workloads::{Env, Root, create_error, writer};
 use super::{KubernetesPlatform, TENANT_LABEL, conflict, kube_error};
 use crate::daemon::platform::{PlatformError, PlatformResult, SandboxOwner};
 use crate::shared::egress::Egress;
-use crate::shared::models::tenant::NetworkLimits;
+use crate::shared::models::tenant::TenantLimits;
 
 /// Annotation of a root PVC made by a create that lost its name to another: the UID of the
 /// winner's Deployment, to which the volume now belongs.
@@ -64,20 +64,43 @@ impl KubernetesPlatform {
         env: Env<'_>,
         tenancy: Tenancy<'_>,
     ) -> PlatformResult<()> {
-        let (tenant, network) = match tenancy {
+        let (tenant, limits) = match tenancy {
             Tenancy::Known(owner) => (
                 owner.map(|o| o.name.clone()),
-                owner.and_then(|o| o.network.clone()),
+                owner.map(|o| TenantLimits {
+                    network: o.network.clone(),
+                    allowed_capabilities: o.allowed_capabilities.clone(),
+                    allow_dind: o.allow_dind,
+                    ..Default::default()
+                }),
             ),
             Tenancy::Lookup => {
                 let tenant = self.ensure_namespace(namespace).await?;
-                let network = match &tenant {
-                    Some(t) => self.tenant_network(t).await?,
+                let limits = match &tenant {
+                    Some(t) => self.tenant_limits(t).await?,
                     None => None,
                 };
-                (tenant, network)
+                (tenant, limits)
             }
         };
+        // What the tenant's namespace (its pod-security level) admits, before anything is
+        // made: a Pod it would refuse is a 403 naming the setting, not a sandbox that never
+        // starts.
+        if let Some(tenant) = &tenant {
+            let limits = limits.clone().unwrap_or_default();
+            sandboxes::admitted(
+                template,
+                tenant,
+                limits.allowed_capabilities.as_deref(),
+                limits.allow_dind,
+            )
+            .map_err(PlatformError::Forbidden)?;
+        }
+        let network = limits.and_then(|l| l.network);
+        self.bind_daemon(namespace).await?;
+        let user_namespaces = self
+            .user_namespaces(sandboxes::runtime_class(&template.backend))
+            .await?;
         // The shared parser: a bare address becomes /32 before it reaches an ipBlock, IPv6 is
         // refused (a fork or restore carries a template recorded before either was checked).
         let egress = Egress::from_whitelist(template.egress.as_deref())
@@ -91,6 +114,7 @@ impl KubernetesPlatform {
             tenant.as_deref(),
             network.as_ref(),
             &self.settings,
+            user_namespaces,
         ))
         .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
         let from_snapshot = match root {
@@ -329,7 +353,7 @@ impl KubernetesPlatform {
     }
 
     /// Creates a namespace (one made meanwhile by someone else will do).
-    async fn make_namespace(&self, namespace: &str) -> PlatformResult<()> {
+    pub(super) async fn make_namespace(&self, namespace: &str) -> PlatformResult<()> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let ns = Namespace {
             metadata: ObjectMeta {
@@ -345,11 +369,9 @@ impl KubernetesPlatform {
         }
     }
 
-    /// The network limits of a tenant (bandwidth annotations on its sandboxes' Pods).
-    pub(super) async fn tenant_network(
-        &self,
-        tenant: &str,
-    ) -> PlatformResult<Option<NetworkLimits>> {
+    /// The limits of a tenant (bandwidth annotations on its sandboxes' Pods, what its
+    /// namespaces' pod-security level admits).
+    pub(super) async fn tenant_limits(&self, tenant: &str) -> PlatformResult<Option<TenantLimits>> {
         let Some(object) = self
             .tenants()
             .get_opt(tenant)
@@ -358,10 +380,7 @@ impl KubernetesPlatform {
         else {
             return Ok(None);
         };
-        Ok(super::objects::tenants::record(&object)?
-            .spec
-            .limits
-            .and_then(|l| l.network))
+        Ok(super::objects::tenants::record(&object)?.spec.limits)
     }
 
     /// Creates a sandbox's root PVC on its own (a fork's clone, made before the Deployment).
