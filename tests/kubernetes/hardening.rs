@@ -328,7 +328,8 @@ async fn dind_follows_the_tenant_policy_and_a_quota_never_blocks_a_pod_silently(
 /// refused even to an admin; the daemon's ServiceAccount reads Secrets and writes sandbox
 /// objects only in the namespaces it bound itself in (a tenant's), not in `kube-public`,
 /// `default` or a namespace of no tenant. On f3e7c26 an admin's sandbox in kube-system was
-/// made, and the ClusterRole let the daemon read every Secret of the cluster.
+/// made, and the ClusterRole let the daemon read every Secret of the cluster; deploy/ had no
+/// admission policy.
 #[tokio::test]
 async fn reserved_and_unowned_namespaces_are_refused_and_rbac_stops_at_tenants() {
     let cluster = Cluster::take(&["rs-a", "rs-free"]).await;
@@ -451,4 +452,59 @@ async fn reserved_and_unowned_namespaces_are_refused_and_rbac_stops_at_tenants()
     assert!(!daemon_can("get", "secrets", "kube-system"));
     assert!(!daemon_can("list", "secrets", "kube-system"));
     assert!(daemon_can("get", "secrets/sbx-api-keys", "kube-system"));
+
+    // RBAC cannot limit `create rolebindings` or `patch namespaces` by namespace; deploy/'s
+    // admission policy does: the ServiceAccount cannot bind itself into kube-* or sbx-*,
+    // label such a namespace as a tenant's, or bind anything but its own tenant rules.
+    common::apply_deploy_file("admission.yaml", &[]).await;
+    let kubectl = std::env::var("SBX_TEST_KUBECTL").unwrap();
+    let kubeconfig = std::env::var("SBX_TEST_KUBECONFIG").unwrap();
+    let as_daemon = |args: &[&str]| {
+        let out = std::process::Command::new(&kubectl)
+            .args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--as=system:serviceaccount:sbx-system:sbx",
+            ])
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let bind = |ns: &'static str, account: &'static str| {
+        as_daemon(&[
+            "create",
+            "rolebinding",
+            "sbx-tenant",
+            "--clusterrole=sbx-tenant",
+            &format!("--serviceaccount={account}"),
+            "-n",
+            ns,
+        ])
+    };
+    // The policy takes effect within a moment of being applied.
+    let started = Instant::now();
+    let (made, why) = loop {
+        let (made, why) = bind("kube-public", "sbx-system:sbx");
+        if !made || started.elapsed() > Duration::from_secs(10) {
+            break (made, why);
+        }
+        let _ = as_daemon(&["delete", "rolebinding", "sbx-tenant", "-n", "kube-public"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        !made && why.contains("ValidatingAdmissionPolicy 'sbx-daemon'"),
+        "{why}"
+    );
+    let (made, why) = bind("rs-free", "rs-free:default");
+    assert!(!made && why.contains("nothing else"), "{why}");
+    let (made, why) = as_daemon(&["label", "namespace", "kube-public", "sbx.io/tenant=rs"]);
+    assert!(!made && why.contains("sbx-daemon"), "{why}");
+    // Its own binding in a tenant's namespace stays allowed (the daemon made it above).
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(client.clone(), "rs-a");
+    assert!(bindings.get_opt("sbx-tenant").await.unwrap().is_some());
 }

@@ -136,7 +136,9 @@ impl KubernetesPlatform {
         let created = loop {
             match self.post(namespace, name, &deployment, pvc.as_ref()).await {
                 Err(Failure::NoNamespace) if !made_namespace => {
+                    // A namespace deleted since it was bound: made again, bound again.
                     self.make_namespace(namespace).await?;
+                    self.bind_daemon(namespace).await?;
                     made_namespace = true;
                 }
                 // sbx's own check admitted the create; the tenant's backstop ResourceQuota
@@ -363,7 +365,12 @@ impl KubernetesPlatform {
             ..Default::default()
         };
         match namespaces.create(&writer(), &ns).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // A new namespace holds no RoleBinding of the daemon's, whatever was bound
+                // under its name before.
+                self.forget_bound(namespace);
+                Ok(())
+            }
             Err(e) if conflict(&e) => Ok(()),
             Err(e) => Err(kube_error(&format!("namespace {namespace}"), e)),
         }

@@ -694,6 +694,9 @@ impl KubernetesPlatform {
             )
             .await
             .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
+            // Applied again on every claim: the namespace may have been made by the apply
+            // above, under the name of one bound and deleted since.
+            self.forget_bound(ns);
             self.bind_daemon(ns).await?;
             self.apply_in(ns, objects::network::default_deny_object(ns, name))
                 .await?;

@@ -144,6 +144,14 @@ impl KubernetesPlatform {
         Ok(())
     }
 
+    /// Forgets that `namespace` was bound: it was (re)made, so its RoleBinding is not there.
+    pub(super) fn forget_bound(&self, namespace: &str) {
+        self.bound_namespaces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(namespace);
+    }
+
     fn bound(&self, namespace: &str) -> bool {
         self.bound_namespaces
             .lock()

@@ -387,10 +387,19 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
             )),
         }
     }
-    problems.extend(tenant_role_gaps(client).await);
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    // The tenant rules hold only where the daemon bound them; the ClusterRole that holds
-    // them is read instead (`tenant_role_gaps`).
+    // The tenant rules hold only where the daemon bound them, unless it holds them
+    // everywhere already (a cluster admin's kubeconfig): they are reviewed cluster-wide
+    // apart, and when any is denied the ClusterRole that holds them is read instead
+    // (`tenant_role_gaps`).
+    let tenant_checks = PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == Scope::Tenant)
+        .flat_map(|p| p.verbs.iter().map(move |verb| (p, *verb, None)));
+    let everywhere = review_all(&api, tenant_checks).await;
+    if !everywhere.is_empty() {
+        problems.extend(tenant_role_gaps(client).await);
+    }
     let checks = PERMISSIONS
         .iter()
         .filter(|p| p.scope != Scope::Tenant)
@@ -404,6 +413,16 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
                 .into_iter()
                 .flat_map(move |name| p.verbs.iter().map(move |verb| (p, *verb, name)))
         });
+    problems.extend(review_all(&api, checks).await);
+    problems.sort();
+    problems
+}
+
+/// One SelfSubjectAccessReview per check (8 at a time); what each denied says.
+async fn review_all<'a>(
+    api: &Api<SelfSubjectAccessReview>,
+    checks: impl Iterator<Item = (&'a Permission, &'a str, Option<&'a str>)>,
+) -> Vec<String> {
     let reviews = checks.map(|(p, verb, name)| {
         let api = api.clone();
         async move {
@@ -438,9 +457,7 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
         .buffer_unordered(8)
         .collect()
         .await;
-    problems.extend(denied.into_iter().flatten());
-    problems.sort();
-    problems
+    denied.into_iter().flatten().collect()
 }
 
 /// What the ClusterRole [`TENANT_ROLE`] lacks of the [`Scope::Tenant`] rules (it is what the
