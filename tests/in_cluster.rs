@@ -1300,7 +1300,8 @@ async fn sbxd_sandboxes_run_through_the_agent_on_the_real_node() {
     );
 
     // A tenant limit the sbxd backend cannot enforce (spec, tenant rule 6).
-    let tenant = format!("ic-sbxd-{}", std::process::id() % 100_000);
+    // (Not the scenario's own tenant, which has the namespace's name.)
+    let tenant = format!("{}-l", s.namespace);
     let owned = format!("{}-t", s.namespace);
     let (status, body) = call(
         &s,
