@@ -120,18 +120,31 @@ impl Env {
                 let deployed = in_cluster::deployed().await;
                 let replicas = deployed.up().await;
                 let (token, client) = in_cluster::admin(deployed).await;
+                // The two in-cluster backends run the same scenarios one after the other:
+                // each has namespaces of its own.
+                let namespace = match platform {
+                    Platform::InCluster => format!("bh-ic-{suffix}"),
+                    _ => format!("bh-ics-{suffix}"),
+                };
+                // The deployment runs in production mode: sandboxes only in a tenant's
+                // namespaces (issue 43, 12). One left by an earlier run will do.
+                let _ = client
+                    .create_tenant(&sbx::shared::models::tenant::CreateTenantRequest {
+                        name: Some(namespace.clone()),
+                        spec: Some(
+                            serde_json::from_value(serde_json::json!({"namespaces": [namespace]}))
+                                .unwrap(),
+                        ),
+                        labels: None,
+                    })
+                    .await;
                 Env {
                     platform,
                     client,
                     token,
                     url: deployed.url.clone(),
                     _daemon: None,
-                    // The two in-cluster backends run the same scenarios one after the
-                    // other: each has namespaces of its own.
-                    namespace: match platform {
-                        Platform::InCluster => format!("bh-ic-{suffix}"),
-                        _ => format!("bh-ics-{suffix}"),
-                    },
+                    namespace,
                     image: format!("{}/sbx-test/busybox:latest", common::test_registry()),
                     _net: None,
                     _replicas: Some(replicas),

@@ -35,7 +35,26 @@ struct Scenario {
 }
 
 impl Scenario {
+    /// A scenario whose namespace a tenant of the same name owns: the deployment runs in
+    /// production mode, where sandboxes live only in a tenant's namespaces (issue 43, 12).
     async fn new(name: &str) -> Scenario {
+        let s = Scenario::untenanted(name).await;
+        s.client
+            .create_tenant(&CreateTenantRequest {
+                name: Some(s.namespace.clone()),
+                spec: Some(
+                    serde_json::from_value(serde_json::json!({"namespaces": [s.namespace]}))
+                        .unwrap(),
+                ),
+                labels: None,
+            })
+            .await
+            .unwrap();
+        s
+    }
+
+    /// A scenario whose namespace no tenant owns yet (the scenario makes its own).
+    async fn untenanted(name: &str) -> Scenario {
         let node = NODE.lock().await;
         let deployed = in_cluster::deployed().await;
         let replicas = deployed.up().await;
@@ -149,7 +168,12 @@ impl Scenario {
 
 impl Drop for Scenario {
     fn drop(&mut self) {
-        // The namespace goes with its sandboxes (the Deployments, their Pods on the node).
+        // Its tenant, when it has one of its name, then the namespace with its sandboxes
+        // (the Deployments, their Pods on the node).
+        drop(TenantGone {
+            kubectl: self.deployed.kubectl.clone(),
+            name: self.namespace.clone(),
+        });
         let _ = std::process::Command::new(&self.deployed.kubectl)
             .arg("--kubeconfig")
             .arg(common::kubeconfig())
@@ -334,7 +358,7 @@ async fn egress_is_metered_from_the_kubelet() {
 #[tokio::test]
 async fn volumes_carry_data_through_snapshots_forks_and_restores() {
     use reqwest::Method as M;
-    let s = Scenario::new("data").await;
+    let s = Scenario::untenanted("data").await;
     let ns = s.namespace.clone();
     let post = |path: String, body: serde_json::Value| {
         let (url, token) = (s.deployed.url.clone(), s.token.clone());
@@ -639,7 +663,7 @@ impl Drop for RuntimeClassSwap {
 /// when the first attempt had made it); the quota still counts right.
 #[tokio::test]
 async fn a_replica_lost_during_creates_loses_nothing() {
-    let s = Scenario::new("kill").await;
+    let s = Scenario::untenanted("kill").await;
     let tenant = s.namespace.clone();
     let spec: TenantSpec = serde_json::from_value(serde_json::json!({
         "namespaces": [s.namespace], "quotas": {"sandboxes": 8},
@@ -1276,7 +1300,8 @@ async fn sbxd_sandboxes_run_through_the_agent_on_the_real_node() {
     );
 
     // A tenant limit the sbxd backend cannot enforce (spec, tenant rule 6).
-    let tenant = format!("ic-sbxd-{}", std::process::id() % 100_000);
+    // (Not the scenario's own tenant, which has the namespace's name.)
+    let tenant = format!("{}-l", s.namespace);
     let owned = format!("{}-t", s.namespace);
     let (status, body) = call(
         &s,

@@ -250,6 +250,12 @@ pub struct KubernetesSettings {
     pub snapshot_timeout: std::time::Duration,
     /// Image of the `dind` sidecar.
     pub dind_image: String,
+    /// CPU of the `dind` sidecar (its request and limit), millicores.
+    pub dind_cpu_millis: u64,
+    /// Memory of the `dind` sidecar (its request and limit), bytes.
+    pub dind_memory_bytes: u64,
+    /// Whether sandbox Pods get their own user namespace (`hostUsers: false`).
+    pub user_namespaces: UserNamespaces,
     /// Labels a node must carry to run sandboxes (e.g. the nodes with the kata runtimes).
     pub sandbox_node_selector: std::collections::BTreeMap<String, String>,
     /// Taints sandboxes tolerate, beside their tenant's dedication taint.
@@ -301,6 +307,19 @@ impl KubernetesSettings {
     pub fn peer_scheme(&self) -> &'static str {
         if self.internal_tls { "https" } else { "http" }
     }
+}
+
+/// `[kubernetes] userNamespaces`: whether sandbox Pods get `hostUsers: false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UserNamespaces {
+    /// When every node sandboxes may run on reports user-namespace support for the
+    /// RuntimeClass's handler (`status.runtimeHandlers[].features.userNamespaces`).
+    Auto,
+    /// Always (a node whose runtime cannot fails the Pod, the reason in `error_message`).
+    Always,
+    /// Never.
+    Never,
 }
 
 /// Remote install, when turned on: which DaemonSet runs the installer, the image it must run.
@@ -358,6 +377,13 @@ impl KubernetesConfig {
         if self.dind_image.trim().is_empty() {
             return Err("kubernetes.dindImage must not be empty".into());
         }
+        let dind_cpu = crate::shared::quantity::Quantity::parse(&self.dind_cpu)
+            .map_err(|e| format!("kubernetes.dindCpu: {e}"))?;
+        let dind_memory = crate::shared::quantity::Quantity::parse(&self.dind_memory)
+            .map_err(|e| format!("kubernetes.dindMemory: {e}"))?;
+        if dind_cpu.millis() == 0 || dind_memory.value_ceil() == 0 {
+            return Err("kubernetes.dindCpu and kubernetes.dindMemory must be positive".into());
+        }
         let agent_timeout = positive_duration("kubernetes.agentTimeout", &self.agent_timeout)?;
         let lost_after = positive_duration("kubernetes.agentLostAfter", &self.agent_lost_after)?;
         if self.agent_port == 0 {
@@ -398,6 +424,9 @@ impl KubernetesConfig {
             fork_timeout,
             snapshot_timeout,
             dind_image: self.dind_image.trim().to_string(),
+            dind_cpu_millis: dind_cpu.millis() as u64,
+            dind_memory_bytes: dind_memory.value_ceil() as u64,
+            user_namespaces: self.user_namespaces,
             sandbox_node_selector: self.sandbox_node_selector.clone(),
             sandbox_tolerations: self.sandbox_tolerations.clone(),
             agents: AgentSettings {
@@ -509,6 +538,15 @@ pub struct KubernetesConfig {
     pub snapshot_timeout: String,
     /// Image of the `dind` sidecar a restore can add (default `docker:27-dind`).
     pub dind_image: String,
+    /// CPU of the `dind` sidecar, its request and limit (default `1`): counted in the
+    /// sandbox's size, so that the tenant's quotas and backstop ResourceQuota see it.
+    pub dind_cpu: String,
+    /// Memory of the `dind` sidecar, its request and limit (default `1Gi`).
+    pub dind_memory: String,
+    /// Whether sandbox Pods run in a user namespace of their own (`hostUsers: false`):
+    /// `auto` (default: when every node sandboxes may run on reports user-namespace support
+    /// for the RuntimeClass's handler, re-read every 30 s), `always` or `never`.
+    pub user_namespaces: UserNamespaces,
     /// Node labels a sandbox's Pod requires (`nodeSelector`), e.g.
     /// `{ "katacontainers.io/kata-runtime" = "true" }`; none by default.
     pub sandbox_node_selector: std::collections::BTreeMap<String, String>,
@@ -560,6 +598,9 @@ impl Default for KubernetesConfig {
             fork_timeout: "5m".into(),
             snapshot_timeout: "2m".into(),
             dind_image: "docker:27-dind".into(),
+            dind_cpu: "1".into(),
+            dind_memory: "1Gi".into(),
+            user_namespaces: UserNamespaces::Auto,
             sandbox_node_selector: Default::default(),
             sandbox_tolerations: Vec::new(),
             agent_namespace: "sbx-agent".into(),

@@ -154,8 +154,8 @@ impl From<PlatformError> for ServiceError {
             PlatformError::AlreadyExists(m) => ServiceError::conflict(m),
             PlatformError::Invalid(m) => ServiceError::bad_request(m),
             PlatformError::Conflict(m) => ServiceError::conflict(m),
-            PlatformError::QuotaExceeded(m) => ServiceError::new(ErrorCode::QuotaExceeded, m),
             PlatformError::Forbidden(m) => ServiceError::forbidden(m),
+            PlatformError::QuotaExceeded(m) => ServiceError::new(ErrorCode::QuotaExceeded, m),
             PlatformError::Unavailable(m) => ServiceError::new(ErrorCode::ServiceUnavailable, m),
             PlatformError::Timeout(m) => ServiceError::new(ErrorCode::GatewayTimeout, m),
             PlatformError::Elsewhere(url) => ServiceError {

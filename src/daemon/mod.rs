@@ -93,7 +93,12 @@ pub async fn open_platform(config: &Config) -> Result<Arc<dyn Platform>, ServeEr
                 platform::kubernetes::KubernetesPlatform::connect(config.kubernetes.clone())
                     .await
                     .map_err(|e| ServeError::Startup(e.to_string()))?;
-            Ok(Arc::new(platform))
+            let platform = Arc::new(platform);
+            // The daemon's tenant rules in the namespaces that hold tenants or sandboxes
+            // already (made by a version that did not bind them per namespace).
+            let binding = platform.clone();
+            tokio::spawn(async move { binding.bind_known_namespaces().await });
+            Ok(platform)
         }
     }
 }

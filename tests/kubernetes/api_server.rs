@@ -266,8 +266,10 @@ async fn a_missing_permission_at_start_is_named() {
     let stderr = failed_start(&config);
     for expected in [
         "this cluster is not ready for sbx (apply deploy/",
-        "permission denied: `create` deployments (apps) in every namespace",
+        "permission denied: `get` deployments (apps) in every namespace",
         "permission denied: `update` leases (coordination.k8s.io) in namespace kube-system",
+        // The rules it binds per namespace are read from their ClusterRole.
+        "cannot read the ClusterRole `sbx-tenant`",
     ] {
         assert!(stderr.contains(expected), "{expected} not in: {stderr}");
     }

@@ -8,6 +8,7 @@
 mod common;
 
 mod api_server;
+mod hardening;
 mod identity;
 mod install;
 mod network;

@@ -39,7 +39,8 @@ pub enum PlatformError {
     /// The object's state does not allow the operation.
     #[error("{0}")]
     Conflict(String),
-    /// A rule of the host refused it (e.g. a pull from a private address): 403.
+    /// A rule refused it whoever asks (a pull from a private address, a reserved namespace,
+    /// a Pod the namespace's pod-security level would refuse): 403 naming the rule.
     #[error("{0}")]
     Forbidden(String),
     /// A quota of the platform's own refused it (e.g. a Kubernetes ResourceQuota).
@@ -204,6 +205,11 @@ pub struct SandboxOwner {
     pub network: Option<crate::shared::models::tenant::NetworkLimits>,
     /// Its `spec.limits.egressDeny`, parsed.
     pub egress_deny: Vec<crate::shared::egress::Ipv4Net>,
+    /// Its `spec.limits.allowedCapabilities` (the pod-security level of its namespaces on
+    /// Kubernetes follows from it).
+    pub allowed_capabilities: Option<Vec<String>>,
+    /// Its `spec.limits.allowDind`.
+    pub allow_dind: bool,
 }
 
 /// A validated restore: the new sandbox's name and namespace, and overrides of the values
@@ -455,6 +461,18 @@ pub trait IdentityStore: Send + Sync {
 /// metering samples.
 #[async_trait]
 pub trait TenantStore: Send + Sync {
+    /// Why sandboxes, snapshots and tenants may not use this namespace on this platform (the
+    /// cluster's own, sbx's own), if so; `for_tenant`: as a namespace a tenant claims.
+    fn namespace_refused(&self, _namespace: &str, _for_tenant: bool) -> Option<String> {
+        None
+    }
+
+    /// Whether production mode keeps sandboxes and snapshots to namespaces a tenant owns
+    /// (the Kubernetes platform: the daemon's RBAC reaches only those).
+    fn tenant_namespaces_only(&self) -> bool {
+        false
+    }
+
     /// Whether a tenant of this name exists.
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool>;
 

@@ -593,6 +593,12 @@ impl SandboxService {
             name: o.name.clone(),
             network: o.spec.limits.as_ref().and_then(|l| l.network.clone()),
             egress_deny: tenant_deny.clone(),
+            allowed_capabilities: o
+                .spec
+                .limits
+                .as_ref()
+                .and_then(|l| l.allowed_capabilities.clone()),
+            allow_dind: o.spec.limits.as_ref().is_some_and(|l| l.allow_dind),
         });
         new.egress_deny = owner
             .as_ref()

@@ -196,7 +196,21 @@ impl TenantService {
         need: Need,
     ) -> ServiceResult<Access> {
         valid_namespace(namespace)?;
+        if let Some(why) = self.tenancy.namespace_refused(namespace, false) {
+            return Err(ServiceError::forbidden(why));
+        }
         let access = self.access(principal).await?;
+        if need == Need::Write
+            && self.mode == Mode::Production
+            && self.tenancy.tenant_namespaces_only()
+            && self.owner(namespace).await?.is_none()
+        {
+            return Err(ServiceError::forbidden(format!(
+                "namespace '{namespace}' is not owned by a tenant: in production mode sandboxes \
+                 and snapshots live only in a tenant's namespaces (an admin adds it to a \
+                 tenant's spec.namespaces)"
+            )));
+        }
         match (access.role_in(namespace), need) {
             (None, _) => Err(ServiceError::forbidden(format!(
                 "{} has no access to namespace '{namespace}'",
@@ -416,6 +430,9 @@ impl TenantService {
         spec.validate().map_err(bad)?;
         for ns in &spec.namespaces {
             names::validate_dns_label("namespace", ns).map_err(bad)?;
+            if let Some(why) = self.tenancy.namespace_refused(ns, true) {
+                return Err(bad(why));
+            }
         }
         for node in spec.nodes.iter().flatten() {
             names::validate_dns_subdomain("node name", node).map_err(bad)?;

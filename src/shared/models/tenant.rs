@@ -150,6 +150,13 @@ pub struct TenantLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Cidr>>, max_items = 256)]
     pub egress_deny: Option<Vec<String>>,
+    /// Whether the tenant's sandboxes may run the Docker-in-Docker sidecar (restore override
+    /// `sidecar: dind`; sbx extension, set by an admin; default false). The sidecar is a
+    /// privileged container: on Kubernetes the tenant's namespaces are then enforced at
+    /// pod-security level `privileged` instead of `baseline`. Without it a restore that asks
+    /// for the sidecar is 403, for every role.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_dind: bool,
 }
 
 impl TenantLimits {

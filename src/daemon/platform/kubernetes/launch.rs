@@ -64,11 +64,16 @@ impl KubernetesPlatform {
         env: Env<'_>,
         tenancy: Tenancy<'_>,
     ) -> PlatformResult<()> {
-        let (tenant, network, tenant_deny) = match tenancy {
+        let (tenant, limits) = match tenancy {
             Tenancy::Known(owner) => (
                 owner.map(|o| o.name.clone()),
-                owner.and_then(|o| o.network.clone()),
-                owner.map(|o| o.egress_deny.clone()).unwrap_or_default(),
+                owner.map(|o| TenantLimits {
+                    network: o.network.clone(),
+                    allowed_capabilities: o.allowed_capabilities.clone(),
+                    allow_dind: o.allow_dind,
+                    egress_deny: Some(o.egress_deny.iter().map(ToString::to_string).collect()),
+                    ..Default::default()
+                }),
             ),
             Tenancy::Lookup => {
                 let tenant = self.ensure_namespace(namespace).await?;
@@ -76,13 +81,31 @@ impl KubernetesPlatform {
                     Some(t) => self.tenant_limits(t).await?,
                     None => None,
                 };
-                let deny = match &limits {
-                    Some(limits) => limits.egress_deny().map_err(PlatformError::Invalid)?,
-                    None => Vec::new(),
-                };
-                (tenant, limits.and_then(|l| l.network), deny)
+                (tenant, limits)
             }
         };
+        // What the tenant's namespace (its pod-security level) admits, before anything is
+        // made: a Pod it would refuse is a 403 naming the setting, not a sandbox that never
+        // starts.
+        if let Some(tenant) = &tenant {
+            let limits = limits.clone().unwrap_or_default();
+            sandboxes::admitted(
+                template,
+                tenant,
+                limits.allowed_capabilities.as_deref(),
+                limits.allow_dind,
+            )
+            .map_err(PlatformError::Forbidden)?;
+        }
+        let tenant_deny = match &limits {
+            Some(limits) => limits.egress_deny().map_err(PlatformError::Invalid)?,
+            None => Vec::new(),
+        };
+        let network = limits.and_then(|l| l.network);
+        self.bind_daemon(namespace).await?;
+        let user_namespaces = self
+            .user_namespaces(sandboxes::runtime_class(&template.backend))
+            .await?;
         // The shared parser: a bare address becomes /32 before it reaches an ipBlock, IPv6 is
         // refused (a fork or restore carries a template recorded before either was checked).
         let egress = Egress::from_whitelist(template.egress.as_deref())
@@ -96,6 +119,7 @@ impl KubernetesPlatform {
             tenant.as_deref(),
             network.as_ref(),
             &self.settings,
+            user_namespaces,
         ))
         .map_err(|e| PlatformError::Store(format!("sandbox Deployment: {e}")))?;
         let from_snapshot = match root {
@@ -117,7 +141,9 @@ impl KubernetesPlatform {
         let created = loop {
             match self.post(namespace, name, &deployment, pvc.as_ref()).await {
                 Err(Failure::NoNamespace) if !made_namespace => {
+                    // A namespace deleted since it was bound: made again, bound again.
                     self.make_namespace(namespace).await?;
+                    self.bind_daemon(namespace).await?;
                     made_namespace = true;
                 }
                 // sbx's own check admitted the create; the tenant's backstop ResourceQuota
@@ -335,7 +361,7 @@ impl KubernetesPlatform {
     }
 
     /// Creates a namespace (one made meanwhile by someone else will do).
-    async fn make_namespace(&self, namespace: &str) -> PlatformResult<()> {
+    pub(super) async fn make_namespace(&self, namespace: &str) -> PlatformResult<()> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let ns = Namespace {
             metadata: ObjectMeta {
@@ -345,13 +371,19 @@ impl KubernetesPlatform {
             ..Default::default()
         };
         match namespaces.create(&writer(), &ns).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // A new namespace holds no RoleBinding of the daemon's, whatever was bound
+                // under its name before.
+                self.forget_bound(namespace);
+                Ok(())
+            }
             Err(e) if conflict(&e) => Ok(()),
             Err(e) => Err(kube_error(&format!("namespace {namespace}"), e)),
         }
     }
 
-    /// A tenant's `spec.limits` (None: no such tenant, or no limits).
+    /// The limits of a tenant (bandwidth annotations on its sandboxes' Pods, what its
+    /// namespaces' pod-security level admits).
     pub(super) async fn tenant_limits(&self, tenant: &str) -> PlatformResult<Option<TenantLimits>> {
         let Some(object) = self
             .tenants()

@@ -25,6 +25,7 @@ mod kubelet;
 mod launch;
 mod lease;
 mod lifetimes;
+pub mod namespaces;
 pub mod objects;
 pub mod permissions;
 mod policies;
@@ -238,6 +239,12 @@ pub struct KubernetesPlatform {
     /// The watch of the Tenant objects: a tenant made on one replica governs the others at
     /// once.
     tenant_changes: cache::Changes,
+    /// Who the daemon is, as a RoleBinding subject (`namespaces`).
+    subject: tokio::sync::OnceCell<serde_json::Value>,
+    /// The namespaces where this process has bound the daemon's tenant rules.
+    bound_namespaces: Mutex<std::collections::HashSet<String>>,
+    /// Per runtime handler, whether every sandbox node takes user namespaces, and when read.
+    userns_support: Mutex<Option<(std::time::Instant, HashMap<String, bool>)>>,
 }
 
 /// How long a readiness check waits for the API server's answer.
@@ -346,6 +353,9 @@ impl KubernetesPlatform {
                 kube::runtime::watcher::Config::default(),
                 "Tenants",
             ),
+            subject: tokio::sync::OnceCell::new(),
+            bound_namespaces: Mutex::new(Default::default()),
+            userns_support: Mutex::new(None),
             client,
             touched: Mutex::new(HashMap::new()),
             answered: Mutex::new(Some(std::time::Instant::now())),
@@ -662,15 +672,28 @@ impl KubernetesPlatform {
         .map_err(|e| kube_error("the tenant's ResourceQuota", e))
     }
 
-    /// Creates each namespace that is missing, labels each with the tenant and puts its
+    /// Creates each namespace that is missing, labels each with the tenant and its
+    /// pod-security level (`baseline`, or `privileged` when the tenant may run `dind` or a
+    /// capability beyond baseline), binds the daemon's tenant rules there and puts its
     /// default-deny NetworkPolicy there (kept by the leader, `policies`).
-    async fn claim_namespaces(&self, tenant: &str, namespaces: &[String]) -> PlatformResult<()> {
+    async fn claim_namespaces(&self, tenant: &StoredTenant) -> PlatformResult<()> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        for ns in namespaces {
+        let limits = tenant.spec.limits.clone().unwrap_or_default();
+        let level = objects::sandboxes::pod_security_level(
+            limits.allowed_capabilities.as_deref(),
+            limits.allow_dind,
+        );
+        let name = tenant.name.as_str();
+        for ns in &tenant.spec.namespaces {
+            if let Some(why) = namespaces::refused(ns, true) {
+                return Err(PlatformError::Invalid(why));
+            }
+            let mut labels = objects::sandboxes::pod_security_labels(level);
+            labels[TENANT_LABEL] = serde_json::json!(name);
             let patch = serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "labels": {TENANT_LABEL: tenant}},
+                "metadata": {"name": ns, "labels": labels},
             });
             api.patch(
                 ns,
@@ -679,7 +702,11 @@ impl KubernetesPlatform {
             )
             .await
             .map_err(|e| kube_error(&format!("namespace {ns}"), e))?;
-            self.apply_in(ns, objects::network::default_deny_object(ns, tenant))
+            // Applied again on every claim: the namespace may have been made by the apply
+            // above, under the name of one bound and deleted since.
+            self.forget_bound(ns);
+            self.bind_daemon(ns).await?;
+            self.apply_in(ns, objects::network::default_deny_object(ns, name))
                 .await?;
         }
         Ok(())

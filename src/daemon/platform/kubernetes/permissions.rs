@@ -9,17 +9,24 @@ use futures_util::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::install::OPERATIONS_CONFIGMAP;
-use super::{BINDINGS_CONFIGMAP, KEYS_SECRET, SYSTEM_NAMESPACE};
+use super::{BINDINGS_CONFIGMAP, BOOTSTRAP_SECRET, KEYS_SECRET, SYSTEM_NAMESPACE};
 
 /// Where a permission is granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Every namespace (a ClusterRole): sandboxes live in any namespace a tenant owns.
+    /// Every namespace (the ClusterRole `sbx`): only what must be cluster-wide (namespaces,
+    /// nodes, the CRDs, and the reads behind the watch caches, which list every namespace).
     Cluster,
+    /// Each sandbox namespace (the ClusterRole [`TENANT_ROLE`]), granted by a RoleBinding the
+    /// daemon makes there when it claims the namespace for a tenant or makes its first
+    /// sandbox there (never in `kube-*` or `sbx-*`): Secrets, writes of sandbox objects,
+    /// exec and logs reach no other namespace.
+    Tenant,
     /// The service's own namespace for its state, `kube-system` (a Role there).
     System,
     /// The nodes' agents' namespace, `sbx-agent` (a Role there): their heartbeats.
@@ -30,7 +37,7 @@ impl Scope {
     /// The namespace of a namespaced scope.
     pub fn namespace(self) -> Option<&'static str> {
         match self {
-            Scope::Cluster => None,
+            Scope::Cluster | Scope::Tenant => None,
             Scope::System => Some(SYSTEM_NAMESPACE),
             Scope::Agents => Some(AGENT_NAMESPACE),
         }
@@ -80,9 +87,16 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "apps",
         "deployments",
-        &["get", "list", "watch", "create", "patch", "delete"],
+        &["get", "list", "watch"],
         Scope::Cluster,
-        "a sandbox is a Deployment: created, scaled to 0 and back by pause and resume (patch), its lifetime and last activity written as annotations (patch), deleted; lists and gets are served from a watch",
+        "a sandbox is a Deployment; lists and gets are served from a watch of sbx's own (by label) in every namespace",
+    ),
+    rule(
+        "apps",
+        "deployments",
+        &["create", "patch", "delete"],
+        Scope::Tenant,
+        "a sandbox is a Deployment: created, scaled to 0 and back by pause and resume (patch), its lifetime and last activity written as annotations (patch), deleted",
     ),
     rule(
         "",
@@ -95,63 +109,92 @@ pub const PERMISSIONS: &[Permission] = &[
         "",
         "pods/exec",
         &["get", "create"],
-        Scope::Cluster,
+        Scope::Tenant,
         "`POST /sandboxes/{name}/exec` runs the command in the sandbox's Pod (a WebSocket upgrade: `get`, and `create` since Kubernetes 1.30)",
     ),
     rule(
         "",
         "pods/log",
         &["get"],
-        Scope::Cluster,
+        Scope::Tenant,
         "`GET /sandboxes/{name}/logs`",
     ),
     rule(
         "",
         "events",
         &["list"],
-        Scope::Cluster,
+        Scope::Tenant,
         "why a sandbox's Pod cannot start (unschedulable, no runtime handler, image pull) shows as its `error_message`",
     ),
     rule(
         "",
         "persistentvolumeclaims",
         &["get", "create", "patch", "delete"],
-        Scope::Cluster,
+        Scope::Tenant,
         "the root volume of a kql sandbox, cloned from a VolumeSnapshot by fork and restore; handed from one create to another when both ask for the same name at once",
     ),
     rule(
         "",
         "secrets",
         &["get", "create", "update", "patch", "delete"],
-        Scope::Cluster,
-        "a sandbox's env file is a Secret in its namespace, copied for its snapshots; API keys (hashes only) are `kube-system/sbx-api-keys`, the first admin token `kube-system/sbx-bootstrap-admin`. Only Secrets the daemon names: no list or watch of Secrets in sandbox namespaces",
+        Scope::Tenant,
+        "a sandbox's env file is a Secret in its namespace, copied for its snapshots. Only Secrets the daemon names: no list or watch of Secrets in sandbox namespaces, and none at all outside them",
     ),
     rule(
         "networking.k8s.io",
         "networkpolicies",
-        &["list", "watch", "create", "patch", "delete"],
+        &["list", "watch"],
         Scope::Cluster,
-        "a sandbox's egress allow-list is a NetworkPolicy, and every tenant namespace has the default deny `sbx-default-deny` (server-side apply); the leader watches sbx's own (by the managed-by label) to put back one deleted",
+        "the leader watches sbx's own policies (by the managed-by label) to put back one deleted",
+    ),
+    rule(
+        "networking.k8s.io",
+        "networkpolicies",
+        &["create", "patch", "delete"],
+        Scope::Tenant,
+        "a sandbox's egress allow-list is a NetworkPolicy, and every tenant namespace has the default deny `sbx-default-deny` (server-side apply)",
     ),
     rule(
         "snapshot.storage.k8s.io",
         "volumesnapshots",
-        &["get", "list", "watch", "create", "delete"],
+        &["get", "list", "watch"],
         Scope::Cluster,
-        "pause, named and fork snapshots are VolumeSnapshots of a kql sandbox's root volume (watched)",
+        "pause, named and fork snapshots are VolumeSnapshots of a kql sandbox's root volume (watched in every namespace)",
+    ),
+    rule(
+        "snapshot.storage.k8s.io",
+        "volumesnapshots",
+        &["create", "delete"],
+        Scope::Tenant,
+        "taking and deleting a kql sandbox's snapshots",
     ),
     rule(
         "",
         "namespaces",
-        &["get", "create", "patch"],
+        &["get", "list", "create", "patch"],
         Scope::Cluster,
-        "a sandbox's namespace is made on first use; a tenant's namespaces carry its label (server-side apply)",
+        "a sandbox's namespace is made on first use; a tenant's namespaces carry its label and the pod-security labels (server-side apply); at start-up the tenant namespaces (by label) get the daemon's RoleBinding",
     ),
+    rule(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        &["create", "patch"],
+        Scope::Cluster,
+        "the RoleBinding `sbx` that grants the daemon the ClusterRole `sbx-tenant` in a sandbox namespace (server-side apply), made when a tenant claims the namespace or its first sandbox is made; never in `kube-*` or `sbx-*`",
+    ),
+    Permission {
+        group: "rbac.authorization.k8s.io",
+        resource: "clusterroles",
+        verbs: &["get", "bind"],
+        scope: Scope::Cluster,
+        names: &[TENANT_ROLE],
+        why: "binding `sbx-tenant` in a sandbox namespace without holding its rules everywhere (`bind`); its rules are read at start-up to check that they cover the table's",
+    },
     rule(
         "",
         "resourcequotas",
         &["create", "patch", "delete"],
-        Scope::Cluster,
+        Scope::Tenant,
         "the backstop ResourceQuota `sbx-tenant-quota` of a single-namespace tenant",
     ),
     rule(
@@ -159,7 +202,7 @@ pub const PERMISSIONS: &[Permission] = &[
         "nodes",
         &["get", "list", "update"],
         Scope::Cluster,
-        "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint; remote install labels nodes into the installer pool (`sbx.io/install`) and, once installed, the agents' (`sbx.io/agent`)",
+        "placement and `sbx node dedicate`: a dedicated node carries the tenant's label and `NoSchedule` taint; remote install labels nodes into the installer pool (`sbx.io/install`) and, once installed, the agents' (`sbx.io/agent`); whether the nodes' runtimes support user namespaces (`hostUsers`)",
     ),
     rule(
         "",
@@ -185,22 +228,36 @@ pub const PERMISSIONS: &[Permission] = &[
     rule(
         "sbx.io",
         "sbxdsandboxes",
-        &["get", "list", "watch", "create", "patch", "delete"],
+        &["get", "list", "watch"],
         Scope::Cluster,
-        "a sandbox of the `sbxd` backend is an `SbxdSandbox` record (the CRD in `deploy/crds/`) naming the node whose agent runs it, watched so that every replica serves it; its lifetime and last activity are annotations of it (patch)",
+        "a sandbox of the `sbxd` backend is an `SbxdSandbox` record (the CRD in `deploy/crds/`) naming the node whose agent runs it, watched in every namespace so that every replica serves it",
+    ),
+    rule(
+        "sbx.io",
+        "sbxdsandboxes",
+        &["create", "patch", "delete"],
+        Scope::Tenant,
+        "an sbxd sandbox's record is made and deleted with it; its lifetime and last activity are annotations of it (patch)",
     ),
     rule(
         "sbx.io",
         "sbxdsnapshots",
-        &["get", "list", "watch", "create", "delete"],
+        &["get", "list", "watch"],
         Scope::Cluster,
         "a snapshot of an sbxd sandbox is an `SbxdSnapshot` record naming the node that holds its layers (watched)",
     ),
     rule(
         "sbx.io",
+        "sbxdsnapshots",
+        &["create", "delete"],
+        Scope::Tenant,
+        "an sbxd snapshot's record is made and deleted with it",
+    ),
+    rule(
+        "sbx.io",
         "sbxdsandboxes/status",
         &["patch"],
-        Scope::Cluster,
+        Scope::Tenant,
         "an sbxd sandbox's state right after a change the service made (the agent writes it too), and Failed when its node's agent stops reporting (leader)",
     ),
     rule(
@@ -231,6 +288,21 @@ pub const PERMISSIONS: &[Permission] = &[
         Scope::System,
         "the role-binding document is made on first write",
     ),
+    rule(
+        "",
+        "secrets",
+        &["create"],
+        Scope::System,
+        "the keys Secret `sbx-api-keys` and the first admin token `sbx-bootstrap-admin` are made on first write (create cannot be limited by name)",
+    ),
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: &["get", "update", "patch"],
+        scope: Scope::System,
+        names: &[KEYS_SECRET, BOOTSTRAP_SECRET],
+        why: "API keys (hashes only) are `sbx-api-keys`, the first admin token `sbx-bootstrap-admin` (server-side apply); no other Secret of `kube-system` is read",
+    },
     Permission {
         group: "",
         resource: "secrets",
@@ -264,6 +336,9 @@ pub const PERMISSIONS: &[Permission] = &[
         why: "remote install checks that the installer DaemonSet runs the pinned image (500 otherwise) and finds its Pods",
     },
 ];
+
+/// The ClusterRole of the [`Scope::Tenant`] rules, bound in each sandbox namespace.
+pub const TENANT_ROLE: &str = "sbx-tenant";
 
 /// The installer DaemonSet's name in `deploy/installer.yaml` (the RBAC names it).
 pub const INSTALLER_DAEMONSET: &str = "sbx-installer";
@@ -313,16 +388,41 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
         }
     }
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let checks = PERMISSIONS.iter().flat_map(|p| {
-        let names: Vec<Option<&str>> = if p.names.is_empty() {
-            vec![None]
-        } else {
-            p.names.iter().map(|n| Some(*n)).collect()
-        };
-        names
-            .into_iter()
-            .flat_map(move |name| p.verbs.iter().map(move |verb| (p, *verb, name)))
-    });
+    // The tenant rules hold only where the daemon bound them, unless it holds them
+    // everywhere already (a cluster admin's kubeconfig): they are reviewed cluster-wide
+    // apart, and when any is denied the ClusterRole that holds them is read instead
+    // (`tenant_role_gaps`).
+    let tenant_checks = PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == Scope::Tenant)
+        .flat_map(|p| p.verbs.iter().map(move |verb| (p, *verb, None)));
+    let everywhere = review_all(&api, tenant_checks).await;
+    if !everywhere.is_empty() {
+        problems.extend(tenant_role_gaps(client).await);
+    }
+    let checks = PERMISSIONS
+        .iter()
+        .filter(|p| p.scope != Scope::Tenant)
+        .flat_map(|p| {
+            let names: Vec<Option<&str>> = if p.names.is_empty() {
+                vec![None]
+            } else {
+                p.names.iter().map(|n| Some(*n)).collect()
+            };
+            names
+                .into_iter()
+                .flat_map(move |name| p.verbs.iter().map(move |verb| (p, *verb, name)))
+        });
+    problems.extend(review_all(&api, checks).await);
+    problems.sort();
+    problems
+}
+
+/// One SelfSubjectAccessReview per check (8 at a time); what each denied says.
+async fn review_all<'a>(
+    api: &Api<SelfSubjectAccessReview>,
+    checks: impl Iterator<Item = (&'a Permission, &'a str, Option<&'a str>)>,
+) -> Vec<String> {
     let reviews = checks.map(|(p, verb, name)| {
         let api = api.clone();
         async move {
@@ -357,9 +457,42 @@ pub async fn missing(client: &kube::Client) -> Vec<String> {
         .buffer_unordered(8)
         .collect()
         .await;
-    problems.extend(denied.into_iter().flatten());
-    problems.sort();
-    problems
+    denied.into_iter().flatten().collect()
+}
+
+/// What the ClusterRole [`TENANT_ROLE`] lacks of the [`Scope::Tenant`] rules (it is what the
+/// daemon binds in each sandbox namespace, so no access review can check it beforehand).
+async fn tenant_role_gaps(client: &kube::Client) -> Vec<String> {
+    let api: Api<ClusterRole> = Api::all(client.clone());
+    let role = match api.get_opt(TENANT_ROLE).await {
+        Ok(Some(role)) => role,
+        Ok(None) => {
+            return vec![format!(
+                "the ClusterRole `{TENANT_ROLE}` is missing: apply deploy/rbac.yaml"
+            )];
+        }
+        Err(e) => return vec![format!("cannot read the ClusterRole `{TENANT_ROLE}`: {e}")],
+    };
+    let rules = role.rules.unwrap_or_default();
+    // A rule limited to names does not grant a rule for any name.
+    let granted = |p: &Permission, verb: &str| {
+        let any = |list: Option<&Vec<String>>, want: &str| {
+            list.into_iter().flatten().any(|v| v == want || v == "*")
+        };
+        rules.iter().any(|r| {
+            any(r.api_groups.as_ref(), p.group)
+                && any(r.resources.as_ref(), p.resource)
+                && any(Some(&r.verbs), verb)
+                && r.resource_names.as_ref().is_none_or(Vec::is_empty)
+        })
+    };
+    PERMISSIONS
+        .iter()
+        .filter(|p| p.scope == Scope::Tenant)
+        .flat_map(|p| p.verbs.iter().map(move |verb| (p, *verb)))
+        .filter(|(p, verb)| !granted(p, verb))
+        .map(|(p, verb)| format!("permission denied: {} ({})", describe(p, verb, None), p.why))
+        .collect()
 }
 
 /// `create leases (coordination.k8s.io) in namespace kube-system`.
@@ -371,6 +504,9 @@ fn describe(p: &Permission, verb: &str, name: Option<&str>) -> String {
     };
     match p.scope {
         Scope::Cluster => format!("`{verb}` {object} ({group}) in every namespace"),
+        Scope::Tenant => format!(
+            "`{verb}` {object} ({group}) in sandbox namespaces (ClusterRole `{TENANT_ROLE}`)"
+        ),
         Scope::System | Scope::Agents => format!(
             "`{verb}` {object} ({group}) in namespace {}",
             p.scope.namespace().unwrap_or_default()
@@ -397,8 +533,9 @@ fn rules(scope: Scope) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `deploy/rbac.yaml`: the ClusterRole, the Roles in `kube-system` and `sbx-agent` and their
-/// bindings to the daemon's ServiceAccount.
+/// `deploy/rbac.yaml`: the ClusterRole `sbx` and its binding, the ClusterRole `sbx-tenant`
+/// (bound by the daemon itself, in each sandbox namespace), the Roles in `kube-system` and
+/// `sbx-agent` and their bindings to the daemon's ServiceAccount.
 pub fn rbac_yaml() -> String {
     let subject = json!([{
         "kind": "ServiceAccount",
@@ -419,6 +556,12 @@ pub fn rbac_yaml() -> String {
             "metadata": {"name": DEPLOY_NAME, "labels": labels},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DEPLOY_NAME},
             "subjects": subject,
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": TENANT_ROLE, "labels": labels},
+            "rules": rules(Scope::Tenant),
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -467,6 +610,9 @@ pub fn markdown_table() -> String {
         }
         let scope = match p.scope {
             Scope::Cluster => "all namespaces (ClusterRole)".to_string(),
+            Scope::Tenant => {
+                format!("each sandbox namespace (ClusterRole `{TENANT_ROLE}`, bound there by sbx)")
+            }
             Scope::System | Scope::Agents => {
                 format!("`{}` (Role)", p.scope.namespace().unwrap_or_default())
             }
@@ -501,8 +647,10 @@ mod tests {
         let yaml = rbac_yaml();
         assert!(yaml.contains("kind: ClusterRole\n"));
         assert!(yaml.contains("namespace: sbx-system"));
-        // The keys Secret, the bindings and install ConfigMaps, the installer DaemonSet.
-        assert_eq!(yaml.matches("resourceNames").count(), 4);
+        assert!(yaml.contains("name: sbx-tenant\n"));
+        // The keys and bootstrap Secrets (twice), the bindings and install ConfigMaps, the
+        // installer DaemonSet, the tenant ClusterRole.
+        assert_eq!(yaml.matches("resourceNames").count(), 6);
     }
 
     #[test]

@@ -145,6 +145,7 @@ impl KubernetesPlatform {
                 new.name, new.namespace
             )));
         }
+        self.bind_daemon(&new.namespace).await?;
         let node = self.sbxd_place(&new).await?;
         let object = records::object(&new, &node);
         let api = self.sbxd_api(&new.namespace);

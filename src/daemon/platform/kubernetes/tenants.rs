@@ -7,6 +7,16 @@ use crate::daemon::platform::{TenantStore, Usage};
 
 #[async_trait]
 impl TenantStore for KubernetesPlatform {
+    fn namespace_refused(&self, namespace: &str, for_tenant: bool) -> Option<String> {
+        super::namespaces::refused(namespace, for_tenant)
+    }
+
+    /// The daemon's RBAC reaches only the namespaces it bound itself in; production mode
+    /// binds it only in tenants' namespaces.
+    fn tenant_namespaces_only(&self) -> bool {
+        true
+    }
+
     async fn tenant_exists(&self, name: &str) -> PlatformResult<bool> {
         Ok(self
             .tenants()
@@ -44,8 +54,7 @@ impl TenantStore for KubernetesPlatform {
                     other => other,
                 },
             )?;
-        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
-            .await?;
+        self.claim_namespaces(tenant).await?;
         self.backstop_quota(tenant).await
     }
 
@@ -71,8 +80,7 @@ impl TenantStore for KubernetesPlatform {
             .collect();
         self.drop_backstop_quotas(&given_up).await?;
         self.release_namespaces(&tenant.name, &given_up).await?;
-        self.claim_namespaces(&tenant.name, &tenant.spec.namespaces)
-            .await?;
+        self.claim_namespaces(tenant).await?;
         self.backstop_quota(tenant).await
     }
 

@@ -119,6 +119,7 @@ mod tests {
             Some("acme"),
             None,
             &KubernetesSettings::default(),
+            false,
         );
         object["metadata"]["creationTimestamp"] = json!("2026-11-26T10:00:00Z");
         object["metadata"]["generation"] = json!(2);

@@ -236,11 +236,100 @@ pub fn runtime_class(backend: &str) -> &'static str {
     }
 }
 
+/// The capabilities pod-security `baseline` lets a container add
+/// (<https://kubernetes.io/docs/concepts/security/pod-security-standards/>): NET_RAW, which the
+/// runtime's default set has, is not among them.
+pub const BASELINE_CAPABILITIES: &[&str] = &[
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// Pod-security level of namespaces whose Pods may be privileged or add any capability.
+pub const PRIVILEGED: &str = "privileged";
+/// Pod-security level of every other tenant namespace.
+pub const BASELINE: &str = "baseline";
+
+/// The pod-security level a tenant's namespaces are enforced at: `baseline`, unless the
+/// tenant may run the privileged `dind` sidecar or an admin allowed it a capability outside
+/// baseline's set (its sandboxes could not start otherwise).
+pub fn pod_security_level(
+    allowed_capabilities: Option<&[String]>,
+    allow_dind: bool,
+) -> &'static str {
+    let beyond = allowed_capabilities.into_iter().flatten().any(|c| {
+        let c = c.trim_start_matches("CAP_").to_ascii_uppercase();
+        !BASELINE_CAPABILITIES.contains(&c.as_str())
+    });
+    if allow_dind || beyond {
+        PRIVILEGED
+    } else {
+        BASELINE
+    }
+}
+
+/// The pod-security labels of a tenant namespace: `enforce` at `level`, `warn` and `audit`
+/// at baseline always (so a privileged tenant's namespaces still report what goes beyond).
+pub fn pod_security_labels(level: &str) -> Value {
+    json!({
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": BASELINE,
+        "pod-security.kubernetes.io/warn-version": "latest",
+        "pod-security.kubernetes.io/audit": BASELINE,
+        "pod-security.kubernetes.io/audit-version": "latest",
+    })
+}
+
+/// Whether a tenant's namespace admits this sandbox's Pod: the `dind` sidecar only where the
+/// tenant allows it; at `baseline`, only baseline's capabilities. Err names what is refused
+/// and the setting an admin would change.
+pub fn admitted(
+    t: &SandboxTemplate,
+    tenant: &str,
+    allowed_capabilities: Option<&[String]>,
+    allow_dind: bool,
+) -> Result<(), String> {
+    if t.sidecar.as_deref() == Some(crate::shared::models::snapshot::SIDECAR_DIND) && !allow_dind {
+        return Err(format!(
+            "the dind sidecar is a privileged container and tenant '{tenant}' may not run it: \
+             an admin allows it with the tenant's limits.allowDind"
+        ));
+    }
+    if pod_security_level(allowed_capabilities, allow_dind) == BASELINE {
+        if let Some(cap) = t
+            .capabilities
+            .iter()
+            .find(|c| !BASELINE_CAPABILITIES.contains(&c.trim_start_matches("CAP_")))
+        {
+            return Err(format!(
+                "capability {} is outside pod-security baseline, which tenant '{tenant}''s \
+                 namespaces enforce: an admin allows it by listing it in the tenant's \
+                 limits.allowedCapabilities (its namespaces are then enforced at privileged)",
+                cap.trim_start_matches("CAP_")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The Deployment of a sandbox: one replica of the image under the backend's RuntimeClass,
-/// the limits as resources, the user and capabilities of the create body, no
-/// service-account token, the root PVC (kql) at [`ROOT_MOUNT`], placement on the allowed
-/// nodes (tolerating their tenant's dedication taint), bandwidth annotations for the
-/// tenant's network limits, the template recorded as an annotation.
+/// the limits as resources, the user and capabilities of the create body (every other
+/// capability dropped, no privilege escalation, the runtime's default seccomp profile, a user
+/// namespace of its own when `user_namespaces`), no service-account token, the root PVC (kql)
+/// at [`ROOT_MOUNT`], placement on the allowed nodes (tolerating their tenant's dedication
+/// taint), bandwidth annotations for the tenant's network limits, the template recorded as an
+/// annotation.
 pub fn deployment(
     namespace: &str,
     name: &str,
@@ -248,6 +337,7 @@ pub fn deployment(
     tenant: Option<&str>,
     network: Option<&crate::shared::models::tenant::NetworkLimits>,
     settings: &KubernetesSettings,
+    user_namespaces: bool,
 ) -> Value {
     let mut limits = serde_json::Map::new();
     if let Some(m) = t.cpu_millis {
@@ -264,7 +354,12 @@ pub fn deployment(
         .iter()
         .map(|c| c.trim_start_matches("CAP_").to_string())
         .collect();
-    let mut pod_security = json!({"runAsUser": t.uid, "runAsGroup": t.gid});
+    // Neither non-root flag (uid and gid 0): the image's `USER` decides, as on sbxd.
+    let mut pod_security = json!({"seccompProfile": {"type": "RuntimeDefault"}});
+    if t.uid != 0 || t.gid != 0 {
+        pod_security["runAsUser"] = json!(t.uid);
+        pod_security["runAsGroup"] = json!(t.gid);
+    }
     if !t.additional_gids.is_empty() {
         pod_security["fsGroup"] = json!(t.additional_gids[0]);
         pod_security["runAsNonRoot"] = json!(true);
@@ -309,11 +404,18 @@ pub fn deployment(
         // Docker in Docker beside the sandbox (privileged inside the sandbox's VM only),
         // reached over the pod's loopback.
         container["env"] = json!([{"name": "DOCKER_HOST", "value": "tcp://127.0.0.1:2375"}]);
+        // Its own requests and limits: a namespace with a ResourceQuota on CPU or memory
+        // refuses a Pod with a container that has none.
+        let size = json!({
+            "cpu": format_cpu_millis(settings.dind_cpu_millis),
+            "memory": format_bytes_binary(settings.dind_memory_bytes),
+        });
         containers.push(json!({
             "name": DIND_CONTAINER,
             "image": settings.dind_image,
             "securityContext": {"privileged": true, "runAsUser": 0},
             "env": [{"name": "DOCKER_TLS_CERTDIR", "value": ""}],
+            "resources": {"limits": size, "requests": size},
         }));
     }
     containers.insert(0, container);
@@ -324,6 +426,10 @@ pub fn deployment(
         "securityContext": pod_security,
         "containers": containers,
     });
+    if user_namespaces && t.sidecar.is_none() {
+        // A privileged container cannot run in a user namespace of its own.
+        pod_spec["hostUsers"] = json!(false);
+    }
     if !volumes.is_empty() {
         pod_spec["volumes"] = json!(volumes);
     }
@@ -524,6 +630,22 @@ pub fn state(deployment: &Deployment, pods: &PodView) -> (SandboxStatus, bool, S
             })
         })
         .map(|c| c.message.clone().unwrap_or_default());
+    // The ReplicaSet cannot make the Pod (a ResourceQuota or pod-security admission refused
+    // it): the controller retries, but nothing starts until what refused it changes.
+    let refused = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| {
+            c.iter().find(|c| {
+                c.type_.as_deref() == Some("ReplicaFailure") && c.status.as_deref() == Some("True")
+            })
+        })
+        .map(|c| {
+            format!(
+                "the sandbox's Pod cannot be created: {}",
+                c.message.clone().unwrap_or_default()
+            )
+        });
+    let failed = failed.or(refused);
     if meta.deletion_timestamp.is_some() {
         (SandboxStatus::Terminating, false, String::new())
     } else if wanted == 0 {
@@ -756,7 +878,7 @@ mod tests {
             ..Default::default()
         };
         let mut settings = KubernetesSettings::default();
-        let plain = deployment("ns", "s", &template, None, None, &settings);
+        let plain = deployment("ns", "s", &template, None, None, &settings, false);
         let pod = &plain["spec"]["template"]["spec"];
         assert!(pod.get("nodeSelector").is_none() && pod.get("tolerations").is_none());
 
@@ -769,7 +891,7 @@ mod tests {
             }))
             .unwrap(),
         ];
-        let placed = deployment("ns", "s", &template, Some("acme"), None, &settings);
+        let placed = deployment("ns", "s", &template, Some("acme"), None, &settings, false);
         let pod = &placed["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"], json!({"sbx.io/sandboxes": "true"}));
         assert_eq!(
@@ -795,7 +917,7 @@ mod tests {
             ..Default::default()
         };
         let settings = KubernetesSettings::default();
-        let object = deployment("ns", "s", &template, None, None, &settings);
+        let object = deployment("ns", "s", &template, None, None, &settings, false);
         let d: Deployment = serde_json::from_value(object).unwrap();
         let size = size(&d);
         assert_eq!(
