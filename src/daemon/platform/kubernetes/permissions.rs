@@ -300,8 +300,23 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "secrets",
         verbs: &["get", "update", "patch"],
         scope: Scope::System,
-        names: &[KEYS_SECRET, BOOTSTRAP_SECRET],
-        why: "API keys (hashes only) are `sbx-api-keys`, the first admin token `sbx-bootstrap-admin` (server-side apply); no other Secret of `kube-system` is read",
+        names: &[KEYS_SECRET, BOOTSTRAP_SECRET, super::internal_tls::SECRET],
+        why: "API keys (hashes only) are `sbx-api-keys`, the first admin token `sbx-bootstrap-admin` (server-side apply), the internal TLS certificates `sbx-internal-tls` (made by the first replica, read by every one); no other Secret of `kube-system` is read",
+    },
+    rule(
+        "",
+        "secrets",
+        &["create"],
+        Scope::Agents,
+        "the agents' TLS certificate `sbx-agent-tls` is made by the first replica (create cannot be limited by name)",
+    ),
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: &["get", "update"],
+        scope: Scope::Agents,
+        names: &[super::internal_tls::AGENT_SECRET],
+        why: "the agents' TLS certificate `sbx-agent-tls` is kept in step with `kube-system/sbx-internal-tls`; no other Secret of the agents' namespace is read",
     },
     Permission {
         group: "",
@@ -650,7 +665,7 @@ mod tests {
         assert!(yaml.contains("name: sbx-tenant\n"));
         // The keys and bootstrap Secrets (twice), the bindings and install ConfigMaps, the
         // installer DaemonSet, the tenant ClusterRole.
-        assert_eq!(yaml.matches("resourceNames").count(), 6);
+        assert_eq!(yaml.matches("resourceNames").count(), 7);
     }
 
     #[test]
