@@ -46,15 +46,33 @@ impl Sbxd {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
             .map_err(|e| RuntimeError::io("flush the writable layer", e))?;
         }
+        // Layers hold container ids: the sandbox's files are read through a view of its
+        // writable layer that shifts its host range back to 0, so that the copy is owned as
+        // the files are inside, whatever range a restore or fork of it gets.
         let copied = {
             let (upper, tmp) = (upper.clone(), tmp.clone());
-            tokio::task::spawn_blocking(move || crate::runtime::flatten::copy_entry(&upper, &tmp))
-                .await
-                .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+            let view = self.dir(&spec.id).join(".view-upper");
+            let (map, namespaces) = (self.id_map(spec), self.namespaces.clone());
+            tokio::task::spawn_blocking(move || {
+                let Some(map) = map else {
+                    return crate::runtime::flatten::copy_entry(&upper, &tmp)
+                        .map_err(|e| RuntimeError::io("copy the writable layer", e));
+                };
+                let copied = namespaces
+                    .mount_view(&upper, &view, map, true)
+                    .and_then(|()| {
+                        crate::runtime::flatten::copy_entry(&view, &tmp)
+                            .map_err(|e| RuntimeError::io("copy the writable layer", e))
+                    });
+                idmap::remove_view(&view);
+                copied
+            })
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
         };
         if let Err(e) = copied {
             let _ = tokio::fs::remove_dir_all(&tmp).await;
-            return Err(RuntimeError::io("copy the writable layer", e));
+            return Err(e);
         }
         tokio::fs::rename(&tmp, &target)
             .await
