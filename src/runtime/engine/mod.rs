@@ -292,6 +292,7 @@ impl Sbxd {
         mkdir_private(&sandboxes_dir)?;
         let layers_dir = data_dir.join("snapshot-layers");
         mkdir_private(&layers_dir)?;
+        layers::migrate_layers(&layers_dir, config.id_map_base)?;
         let shim_exe = std::env::current_exe()
             .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
         if config.user_namespace {
@@ -391,10 +392,21 @@ impl Sbxd {
         }
     }
 
-    /// Counts the range of a sandbox found at start-up as in use.
+    /// Counts the range of a sandbox found at start-up as in use, and gives its dir the
+    /// owners of [`provision::give_way_in`] (an older sbx gave it to the sandbox's root).
     pub fn adopt_id_range(&self, spec: &SandboxSpec) {
-        if self.config.user_namespace {
-            self.id_ranges.adopt(spec.id_range.unwrap_or(0));
+        let Some(map) = self.id_map(spec) else {
+            return;
+        };
+        self.id_ranges.adopt(spec.id_range.unwrap_or(0));
+        let (dir, etc) = (self.dir(&spec.id), self.dir(&spec.id).join("etc"));
+        let dirs: Vec<&Path> = [&dir, &etc]
+            .into_iter()
+            .filter(|d| d.is_dir())
+            .map(PathBuf::as_path)
+            .collect();
+        if let Err(e) = provision::give_way_in(&dirs, map) {
+            tracing::warn!(sandbox = %spec.id, error = %e, "the owners of a sandbox dir");
         }
     }
 
@@ -470,6 +482,10 @@ impl Lowers {
             return rootfs.mount(&lowers, owner);
         };
         let views = [dir.join(".view-images"), dir.join(".view-layers")];
+        // Views a crash left mounted there are detached first, not stacked on.
+        for view in &views {
+            idmap::remove_view(view);
+        }
         let mounted = (|| {
             self.namespaces
                 .mount_view(&self.image_store, &views[0], map, false)?;

@@ -343,7 +343,7 @@ impl Sbxd {
 /// It gets search permission through the group (owner host root, group the sandbox's root,
 /// 0710) and nothing else: it cannot create, rename or replace anything in them, such as the
 /// `bundle/` and `config.json` the daemon hands to the runtime, or the writable layer's dir.
-fn give_way_in(dirs: &[&Path], map: IdMap) -> Result<(), RuntimeError> {
+pub(super) fn give_way_in(dirs: &[&Path], map: IdMap) -> Result<(), RuntimeError> {
     use std::os::unix::fs::PermissionsExt;
     let group = Some(nix::unistd::Gid::from_raw(map.host_id(0)));
     for dir in dirs {
