@@ -315,12 +315,28 @@ fn cstring(path: &Path) -> io::Result<std::ffi::CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))
 }
 
-/// Removes a view made by [`Namespaces::mount_view`] and its mount point; overlays mounted
-/// over it keep their layers (they hold them, not the path).
-/// (Not a mount point, or missing: nothing to do.)
-pub fn remove_view(target: &Path) {
+/// Detaches a view made by [`Namespaces::mount_view`]; overlays mounted over it keep their
+/// layers (they hold them, not the path). Not a mount point, or missing: nothing to do.
+pub fn detach_view(target: &Path) {
     let _ = nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH);
-    let _ = std::fs::remove_dir(target);
+}
+
+/// Detaches the views in `set` (a dir of views made for one mount) and removes the dirs. A
+/// detach waits for the kernel's grace period (0.1 to 4 ms on a busy host here), so a create
+/// leaves this to a task of its own once its overlay is mounted.
+pub fn remove_view_set(set: &Path) {
+    for view in std::fs::read_dir(set).into_iter().flatten().flatten() {
+        detach_view(&view.path());
+        let _ = std::fs::remove_dir(view.path());
+    }
+    let _ = std::fs::remove_dir(set);
+}
+
+/// Removes every view set under `views` (what a crash left there).
+pub fn remove_view_sets(views: &Path) {
+    for set in std::fs::read_dir(views).into_iter().flatten().flatten() {
+        remove_view_set(&set.path());
+    }
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ impl Sbxd {
                         crate::runtime::flatten::copy_entry(&view, &tmp)
                             .map_err(|e| RuntimeError::io("copy the writable layer", e))
                     });
-                idmap::remove_view(&view);
+                idmap::detach_view(&view);
                 copied
             })
             .await
@@ -137,8 +137,8 @@ impl Sbxd {
     }
 }
 
-/// Marks a snapshot layer store whose layers hold container ids.
-const CONTAINER_IDS_MARKER: &str = ".container-ids";
+/// Marks (next to it) a snapshot layer store whose layers hold container ids.
+const CONTAINER_IDS_MARKER: &str = "snapshot-layers.container-ids";
 
 /// Snapshot layers made by a daemon from before per-sandbox id ranges hold the host ids of
 /// the one range every sandbox shared (`base..base+65536`): shifted once to container ids,
@@ -147,7 +147,7 @@ const CONTAINER_IDS_MARKER: &str = ".container-ids";
 /// midway does it again (with a base of 65536 or more, the default, a shifted id is below
 /// it and never shifted twice).
 pub(super) fn migrate_layers(layers_dir: &Path, base: u32) -> Result<(), RuntimeError> {
-    let marker = layers_dir.join(CONTAINER_IDS_MARKER);
+    let marker = layers_dir.with_file_name(CONTAINER_IDS_MARKER);
     if marker.exists() {
         return Ok(());
     }
@@ -214,8 +214,9 @@ mod tests {
         if !nix::unistd::geteuid().is_root() {
             return;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let layer = dir.path().join("0123456789abcdef");
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("snapshot-layers");
+        let layer = dir.join("0123456789abcdef");
         std::fs::create_dir_all(layer.join("d")).unwrap();
         let file = layer.join("d/f");
         std::fs::write(&file, "x").unwrap();
@@ -225,7 +226,7 @@ mod tests {
         let outside = layer.join("outside");
         std::fs::write(&outside, "y").unwrap();
         std::os::unix::fs::lchown(&outside, Some(42), Some(42)).unwrap();
-        migrate_layers(dir.path(), 100_000).unwrap();
+        migrate_layers(&dir, 100_000).unwrap();
         let meta = std::fs::metadata(&file).unwrap();
         assert_eq!(
             (meta.uid(), meta.gid(), meta.mode() & 0o7777),
@@ -236,7 +237,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 42);
         // Marked: a file of the shared range appearing now is not shifted again.
         std::os::unix::fs::lchown(&outside, Some(100_001), None).unwrap();
-        migrate_layers(dir.path(), 100_000).unwrap();
+        migrate_layers(&dir, 100_000).unwrap();
         assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 100_001);
     }
 }

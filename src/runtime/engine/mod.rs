@@ -301,7 +301,9 @@ impl Sbxd {
             open_path_for_sandbox_roots(data_dir, &sandboxes_dir)?;
         }
         // A daemon from before per-sandbox ranges left this view mounted.
-        idmap::remove_view(&data_dir.join("images-idmapped"));
+        let old_view = data_dir.join("images-idmapped");
+        idmap::detach_view(&old_view);
+        let _ = std::fs::remove_dir(&old_view);
         let (memory, disk) = (
             data_dir.join("checkpoints"),
             data_dir.join("checkpoints.disk"),
@@ -463,15 +465,16 @@ struct Lowers {
 
 impl Lowers {
     /// Mounts `rootfs` over these layers. With a mapping, the stores are seen through
-    /// idmapped views mounted in `dir` for the time of the overlay mount: the overlay holds
-    /// its layers, so the views are detached and their mount points removed right after
-    /// (no mount per sandbox is left but its overlay).
+    /// idmapped views mounted in a new dir under `<dir>/.views` for the time of the overlay
+    /// mount: the overlay holds its layers, so the views can go right after. Returns that
+    /// dir, for the caller to remove ([`idmap::remove_view_set`]) off the create's path;
+    /// views a crash left are removed first. No mount per sandbox is left but its overlay.
     fn mount(
         self,
         dir: &Path,
         rootfs: &RootFs,
         owner: Option<(u32, u32)>,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<Option<PathBuf>, RuntimeError> {
         let Some(map) = self.map else {
             let mut lowers = self.image_layers;
             lowers.extend(
@@ -479,13 +482,12 @@ impl Lowers {
                     .iter()
                     .map(|l| self.snapshot_store.join(l)),
             );
-            return rootfs.mount(&lowers, owner);
+            return rootfs.mount(&lowers, owner).map(|()| None);
         };
-        let views = [dir.join(".view-images"), dir.join(".view-layers")];
-        // Views a crash left mounted there are detached first, not stacked on.
-        for view in &views {
-            idmap::remove_view(view);
-        }
+        let all_views = dir.join(".views");
+        idmap::remove_view_sets(&all_views);
+        let set = all_views.join(format!("{:016x}", rand_u64()));
+        let views = [set.join("images"), set.join("layers")];
         let mounted = (|| {
             self.namespaces
                 .mount_view(&self.image_store, &views[0], map, false)?;
@@ -504,10 +506,13 @@ impl Lowers {
             }
             rootfs.mount(&lowers, owner)
         })();
-        for view in &views {
-            idmap::remove_view(view);
+        match mounted {
+            Ok(()) => Ok(Some(set)),
+            Err(e) => {
+                idmap::remove_view_set(&set);
+                Err(e)
+            }
         }
-        mounted
     }
 }
 

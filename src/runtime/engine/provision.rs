@@ -206,9 +206,13 @@ impl Sbxd {
             tokio::task::spawn_blocking(move || lowers.mount(&dir, &rootfs, owner))
         };
         phases.mark("prepare");
-        mount_rootfs
+        let views = mount_rootfs
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+        if let Some(views) = views {
+            // The overlay holds its layers: the views go, without the create waiting.
+            tokio::task::spawn_blocking(move || idmap::remove_view_set(&views));
+        }
         phases.mark("rootfs");
 
         let capabilities = spec

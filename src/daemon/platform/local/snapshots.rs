@@ -433,11 +433,8 @@ impl LocalSandboxes {
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        let (partial, complete): (Vec<String>, Vec<String>) = names
-            .into_iter()
-            // Other dot names are the store's own (its container-ids marker).
-            .filter(|n| n.starts_with(".tmp-") || !n.starts_with('.'))
-            .partition(|n| n.starts_with(".tmp-"));
+        let (partial, complete): (Vec<String>, Vec<String>) =
+            names.into_iter().partition(|n| n.starts_with(".tmp-"));
         if !partial.is_empty() {
             tracing::info!(
                 count = partial.len(),
