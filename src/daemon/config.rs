@@ -796,6 +796,11 @@ impl Config {
                     .into(),
             ));
         }
+        if runtime.user_namespace {
+            // Each sandbox's range must be real host ids: a layout past u32 would wrap.
+            crate::runtime::idmap::check_layout(runtime.id_map_base, runtime.id_map_ranges)
+                .map_err(ConfigError::Invalid)?;
+        }
         Ok(Config {
             listen,
             data_dir: overrides

@@ -196,9 +196,233 @@ impl PrivateRun {
     }
 }
 
+/// Gives the user namespace that CRIU restores from the images in `dir` the mapping `map`:
+/// CRIU records the source's uid and gid maps (`userns-*.img`) and writes them back at the
+/// restore, which would put a fork in its source's host id range. Each extent `first → lower`
+/// becomes `first → map.host_id(first)` (sbx's maps are one extent from container id 0).
+/// Returns how many images were rewritten.
+pub fn remap_userns_images(
+    dir: &Path,
+    map: crate::runtime::idmap::IdMap,
+) -> std::io::Result<usize> {
+    let mut rewritten = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !(name.starts_with("userns-") && name.ends_with(".img")) {
+            continue;
+        }
+        let bytes = std::fs::read(&path)?;
+        let remapped = userns_image::remap(&bytes, map.host_base).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        std::fs::write(&path, remapped)?;
+        rewritten += 1;
+    }
+    Ok(rewritten)
+}
+
+/// CRIU's `userns-*.img`: two magic words, then entries (a little-endian u32 length and a
+/// protobuf `userns_entry { repeated uid_gid_extent uid_map = 1; repeated gid_map = 2; }`,
+/// `uid_gid_extent { uint32 first = 1; uint32 lower_first = 2; uint32 count = 3; }`).
+mod userns_image {
+    fn varint(bytes: &[u8], at: &mut usize) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *bytes.get(*at).ok_or("truncated varint")?;
+            *at += 1;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+        while value >= 0x80 {
+            out.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
+    }
+
+    /// One protobuf field: its number, wire type and raw payload (varint value or bytes).
+    enum Field<'a> {
+        Varint(u32, u64),
+        Bytes(u32, &'a [u8]),
+        Fixed(u32, u8, &'a [u8]),
+    }
+
+    fn fields(msg: &[u8]) -> Result<Vec<Field<'_>>, String> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        while at < msg.len() {
+            let key = varint(msg, &mut at)?;
+            let (number, wire) = ((key >> 3) as u32, (key & 7) as u8);
+            match wire {
+                0 => out.push(Field::Varint(number, varint(msg, &mut at)?)),
+                2 => {
+                    let len = varint(msg, &mut at)? as usize;
+                    let body = msg.get(at..at + len).ok_or("truncated field")?;
+                    at += len;
+                    out.push(Field::Bytes(number, body));
+                }
+                1 | 5 => {
+                    let len = if wire == 1 { 8 } else { 4 };
+                    let body = msg.get(at..at + len).ok_or("truncated field")?;
+                    at += len;
+                    out.push(Field::Fixed(number, wire, body));
+                }
+                other => return Err(format!("unexpected wire type {other}")),
+            }
+        }
+        Ok(out)
+    }
+
+    fn encode(fields: &[Field<'_>], out: &mut Vec<u8>) {
+        for field in fields {
+            match field {
+                Field::Varint(n, v) => {
+                    put_varint(out, u64::from(*n) << 3);
+                    put_varint(out, *v);
+                }
+                Field::Bytes(n, b) => {
+                    put_varint(out, (u64::from(*n) << 3) | 2);
+                    put_varint(out, b.len() as u64);
+                    out.extend_from_slice(b);
+                }
+                Field::Fixed(n, wire, b) => {
+                    put_varint(out, (u64::from(*n) << 3) | u64::from(*wire));
+                    out.extend_from_slice(b);
+                }
+            }
+        }
+    }
+
+    fn remap_extent(extent: &[u8], host_base: u32) -> Result<Vec<u8>, String> {
+        let mut parsed = fields(extent)?;
+        let first = parsed
+            .iter()
+            .find_map(|f| match f {
+                Field::Varint(1, v) => Some(*v),
+                _ => None,
+            })
+            .unwrap_or(0);
+        let lower = u64::from(host_base) + first;
+        if lower > u64::from(u32::MAX) {
+            return Err(format!(
+                "extent from {first} does not fit above {host_base}"
+            ));
+        }
+        for field in parsed.iter_mut() {
+            if let Field::Varint(2, v) = field {
+                *v = lower;
+            }
+        }
+        let mut out = Vec::new();
+        encode(&parsed, &mut out);
+        Ok(out)
+    }
+
+    fn remap_entry(entry: &[u8], host_base: u32) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        for field in fields(entry)? {
+            match field {
+                Field::Bytes(n @ (1 | 2), extent) => {
+                    let extent = remap_extent(extent, host_base)?;
+                    encode(&[Field::Bytes(n, &extent)], &mut out);
+                }
+                other => encode(&[other], &mut out),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The image with every extent's lower id rebased on `host_base`.
+    pub(super) fn remap(image: &[u8], host_base: u32) -> Result<Vec<u8>, String> {
+        let magic = image.get(..8).ok_or("no image header")?;
+        let mut out = magic.to_vec();
+        let mut at = 8;
+        while at < image.len() {
+            let len = image.get(at..at + 4).ok_or("truncated entry size")?;
+            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            at += 4;
+            let entry = image.get(at..at + len).ok_or("truncated entry")?;
+            at += len;
+            let entry = remap_entry(entry, host_base)?;
+            out.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+            out.extend_from_slice(&entry);
+        }
+        Ok(out)
+    }
+
+    #[cfg(test)]
+    pub(super) fn extents(image: &[u8]) -> Vec<(u32, u64, u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = 8;
+        while at < image.len() {
+            let len = u32::from_le_bytes(image[at..at + 4].try_into().unwrap()) as usize;
+            at += 4;
+            for field in fields(&image[at..at + len]).unwrap() {
+                if let Field::Bytes(n, extent) = field {
+                    let mut v = [0u64; 3];
+                    for f in fields(extent).unwrap() {
+                        if let Field::Varint(k @ 1..=3, x) = f {
+                            v[k as usize - 1] = x;
+                        }
+                    }
+                    out.push((n, v[0], v[1], v[2]));
+                }
+            }
+            at += len;
+        }
+        out
+    }
+
+    #[cfg(test)]
+    pub(super) fn image(maps: &[(u32, u64, u64, u64)]) -> Vec<u8> {
+        let mut entry = Vec::new();
+        for (n, first, lower, count) in maps {
+            let mut extent = Vec::new();
+            encode(
+                &[
+                    Field::Varint(1, *first),
+                    Field::Varint(2, *lower),
+                    Field::Varint(3, *count),
+                ],
+                &mut extent,
+            );
+            encode(&[Field::Bytes(*n, &extent)], &mut entry);
+        }
+        let mut out = vec![0x19, 0x43, 0x56, 0x54, 0x06, 0x49, 0x47, 0x55];
+        out.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+        out.extend_from_slice(&entry);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userns_images_are_rebased_on_the_new_range() {
+        let image = userns_image::image(&[(1, 0, 100_000, 65536), (2, 0, 100_000, 65536)]);
+        let out = userns_image::remap(&image, 231_072).unwrap();
+        assert_eq!(&out[..8], &image[..8], "the magic is kept");
+        assert_eq!(
+            userns_image::extents(&out),
+            vec![(1, 0, 231_072, 65536), (2, 0, 231_072, 65536)]
+        );
+        assert!(userns_image::remap(&image[..image.len() - 1], 231_072).is_err());
+    }
 
     #[test]
     fn a_run_dir_under_run_is_refused() {

@@ -281,12 +281,8 @@ pub fn leftovers(daemon: &Daemon, id_hint: Option<&str>) -> Vec<String> {
     if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         for line in info.lines() {
             if let Some(mp) = line.split(' ').nth(4) {
-                // The idmapped view of the image store and the tmpfs of warm forks'
-                // checkpoints are the daemon's, not a sandbox's.
-                if mp.starts_with(&data)
-                    && !mp.ends_with("/images-idmapped")
-                    && !mp.ends_with("/checkpoints")
-                {
+                // The tmpfs of warm forks' checkpoints is the daemon's, not a sandbox's.
+                if mp.starts_with(&data) && !mp.ends_with("/checkpoints") {
                     found.push((format!("mount {mp}"), id_under(mp)));
                 }
             }

@@ -108,20 +108,9 @@ impl Sbxd {
             .dir_for(memory)
             .join(format!("{:016x}", rand_u64()));
         mkdir_private(&images)?;
-        if let Some(map) = self.id_map {
-            // CRIU's restored task reads some images from inside the sandbox's new user
-            // namespace: before CRIU has written its id maps (still host root, but with no
-            // capability over unmapped files: the owner bits) and after (the sandbox's root,
-            // host id 100000: the group bits). Owner root, group the sandbox's root, 0750,
-            // serves both; the images hold its memory, so nobody else gets in. (Owned by the
-            // sandbox's root alone, a restore failed now and then with "Unable to open
-            // timens-0.img: Permission denied", when the task read it before the maps.)
-            let root = map.host_id(0);
-            nix::unistd::chown(&images, None, Some(nix::unistd::Gid::from_raw(root)))
-                .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
-            std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o750))
-                .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))?;
-        }
+        // Given to the clone's range at its restore ([`open_to_restored_task`]).
+        std::fs::set_permissions(&images, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))?;
         let freeze = !cgroup::is_frozen(&cgroup_path);
         if freeze {
             self.pause(id).await?;
@@ -173,6 +162,28 @@ impl Sbxd {
             let _ = tokio::fs::remove_dir_all(images).await;
         }
     }
+}
+
+/// Prepares the CRIU images in `images` for a restore as a sandbox mapped by `map`: the user
+/// namespace CRIU recreates gets `map` (CRIU would restore the source's, in the source's
+/// range), and the dir becomes readable by the clone's root. CRIU's restored task reads some
+/// images from inside the new user namespace: before CRIU has written its id maps (still
+/// host root, but with no capability over unmapped files: the owner bits) and after (the
+/// clone's root: the group bits). Owner root, group the clone's root, 0750, serves both; the
+/// images hold the source's memory, so nobody else gets in. (Owned by the sandbox's root
+/// alone, a restore failed now and then with "Unable to open timens-0.img: Permission
+/// denied", when the task read it before the maps.)
+pub(super) fn open_to_restored_task(images: &Path, map: IdMap) -> Result<(), RuntimeError> {
+    crate::runtime::criu::remap_userns_images(images, map)
+        .map_err(|e| RuntimeError::io("give the checkpoint the clone's id range", e))?;
+    nix::unistd::chown(
+        images,
+        None,
+        Some(nix::unistd::Gid::from_raw(map.host_id(0))),
+    )
+    .map_err(|e| RuntimeError::io("chown the checkpoint dir", e.into()))?;
+    std::fs::set_permissions(images, std::os::unix::fs::PermissionsExt::from_mode(0o750))
+        .map_err(|e| RuntimeError::io("chmod the checkpoint dir", e))
 }
 
 /// Waits for the checkpoints and restores that a daemon killed mid-warm-fork left running

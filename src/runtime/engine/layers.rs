@@ -46,15 +46,33 @@ impl Sbxd {
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
             .map_err(|e| RuntimeError::io("flush the writable layer", e))?;
         }
+        // Layers hold container ids: the sandbox's files are read through a view of its
+        // writable layer that shifts its host range back to 0, so that the copy is owned as
+        // the files are inside, whatever range a restore or fork of it gets.
         let copied = {
             let (upper, tmp) = (upper.clone(), tmp.clone());
-            tokio::task::spawn_blocking(move || crate::runtime::flatten::copy_entry(&upper, &tmp))
-                .await
-                .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
+            let view = self.dir(&spec.id).join(".view-upper");
+            let (map, namespaces) = (self.id_map(spec), self.namespaces.clone());
+            tokio::task::spawn_blocking(move || {
+                let Some(map) = map else {
+                    return crate::runtime::flatten::copy_entry(&upper, &tmp)
+                        .map_err(|e| RuntimeError::io("copy the writable layer", e));
+                };
+                let copied = namespaces
+                    .mount_view(&upper, &view, map, true)
+                    .and_then(|()| {
+                        crate::runtime::flatten::copy_entry(&view, &tmp)
+                            .map_err(|e| RuntimeError::io("copy the writable layer", e))
+                    });
+                idmap::detach_view(&view);
+                copied
+            })
+            .await
+            .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
         };
         if let Err(e) = copied {
             let _ = tokio::fs::remove_dir_all(&tmp).await;
-            return Err(RuntimeError::io("copy the writable layer", e));
+            return Err(e);
         }
         tokio::fs::rename(&tmp, &target)
             .await
@@ -116,5 +134,110 @@ impl Sbxd {
     /// Where every snapshot layer lives.
     pub fn layers_dir(&self) -> &Path {
         &self.layers_dir
+    }
+}
+
+/// Marks (next to it) a snapshot layer store whose layers hold container ids.
+const CONTAINER_IDS_MARKER: &str = "snapshot-layers.container-ids";
+
+/// Snapshot layers made by a daemon from before per-sandbox id ranges hold the host ids of
+/// the one range every sandbox shared (`base..base+65536`): shifted once to container ids,
+/// as layers are stored now, so that restores and forks of old snapshots keep their owners.
+/// Ids outside that range are left as they are. Done before any layer is read; a crash
+/// midway does it again (with a base of 65536 or more, the default, a shifted id is below
+/// it and never shifted twice).
+pub(super) fn migrate_layers(layers_dir: &Path, base: u32) -> Result<(), RuntimeError> {
+    let marker = layers_dir.with_file_name(CONTAINER_IDS_MARKER);
+    if marker.exists() {
+        return Ok(());
+    }
+    let fail =
+        |e: std::io::Error| RuntimeError::io("shift old snapshot layers to container ids", e);
+    let mut shifted = 0usize;
+    for entry in std::fs::read_dir(layers_dir).map_err(fail)? {
+        let path = entry.map_err(fail)?.path();
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+        if !hidden {
+            shifted += shift_tree(&path, base).map_err(fail)?;
+        }
+    }
+    if shifted > 0 {
+        tracing::info!(
+            entries = shifted,
+            "snapshot layers of an older sbx shifted to container ids"
+        );
+    }
+    std::fs::write(&marker, b"").map_err(fail)
+}
+
+/// Shifts the owners in `base..base+65536` of everything under `root` (itself included) down
+/// by `base`; returns how many entries changed.
+fn shift_tree(root: &Path, base: u32) -> std::io::Result<usize> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let in_range = |id: u32| id >= base && id - base < idmap::ID_MAP_SIZE;
+    let mut changed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+        let (uid, gid) = (meta.uid(), meta.gid());
+        if !in_range(uid) && !in_range(gid) {
+            continue;
+        }
+        let shift = |id: u32| if in_range(id) { id - base } else { id };
+        std::os::unix::fs::lchown(&path, Some(shift(uid)), Some(shift(gid)))?;
+        // A chown clears set-user-ID and set-group-ID bits: they are put back.
+        let mode = meta.mode() & 0o7777;
+        if !meta.file_type().is_symlink() && mode & 0o6000 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+        }
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// As root: old layers' files owned by the shared range come back in container ids,
+    /// their set-user-ID bit kept; other ids are left; the second start does nothing.
+    #[test]
+    fn old_layers_are_shifted_to_container_ids_once() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("snapshot-layers");
+        let layer = dir.join("0123456789abcdef");
+        std::fs::create_dir_all(layer.join("d")).unwrap();
+        let file = layer.join("d/f");
+        std::fs::write(&file, "x").unwrap();
+        std::os::unix::fs::lchown(&layer, Some(100_000), Some(100_000)).unwrap();
+        std::os::unix::fs::lchown(&file, Some(101_000), Some(100_005)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let outside = layer.join("outside");
+        std::fs::write(&outside, "y").unwrap();
+        std::os::unix::fs::lchown(&outside, Some(42), Some(42)).unwrap();
+        migrate_layers(&dir, 100_000).unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+            (1000, 5, 0o4755)
+        );
+        let meta = std::fs::metadata(&layer).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (0, 0));
+        assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 42);
+        // Marked: a file of the shared range appearing now is not shifted again.
+        std::os::unix::fs::lchown(&outside, Some(100_001), None).unwrap();
+        migrate_layers(&dir, 100_000).unwrap();
+        assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 100_001);
     }
 }

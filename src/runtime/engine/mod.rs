@@ -24,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::runtime::bundle::{self, BundleConfig};
 use crate::runtime::criu::CheckpointStore;
-use crate::runtime::idmap::{self, IdMap};
+use crate::runtime::idmap::{self, IdMap, IdRanges};
 use crate::runtime::images::{Image, ImageStore};
 use crate::runtime::network::{self, Egress, NetworkConfig, NetworkError, NetworkManager};
 use crate::runtime::overlay::{self, RootFs};
@@ -60,10 +60,14 @@ pub struct RuntimeConfig {
     /// for warm fork; `false` runs sandboxes with host ids, as plain runc does.
     #[serde(default = "default_true")]
     pub user_namespace: bool,
-    /// Host id of a sandbox's root in its user namespace; ids `0..65535` inside map to
-    /// `idMapBase..idMapBase+65535` on the host.
+    /// Host id of the root of the first sandbox range: range `n` maps ids `0..65535` inside
+    /// to `idMapBase + n * 65536 ..` on the host.
     #[serde(default = "default_id_map_base")]
     pub id_map_base: u32,
+    /// How many id ranges of 65,536 ids there are: the bound on sandboxes and prepared
+    /// sandboxes on the host at once (each has a range of its own).
+    #[serde(default = "default_id_map_ranges")]
+    pub id_map_ranges: u32,
     /// The CRIU binary used for warm fork (a name looked up in `PATH`, or a path).
     #[serde(default = "default_criu")]
     pub criu: PathBuf,
@@ -77,6 +81,9 @@ fn default_true() -> bool {
 }
 fn default_id_map_base() -> u32 {
     100_000
+}
+fn default_id_map_ranges() -> u32 {
+    idmap::DEFAULT_RANGES
 }
 fn default_criu() -> PathBuf {
     PathBuf::from("criu")
@@ -105,6 +112,7 @@ impl Default for RuntimeConfig {
             eviction_check_seconds: default_eviction_check_seconds(),
             user_namespace: true,
             id_map_base: default_id_map_base(),
+            id_map_ranges: default_id_map_ranges(),
             criu: default_criu(),
             pool: PoolConfig::default(),
         }
@@ -155,6 +163,10 @@ pub struct SandboxSpec {
     pub capabilities: Vec<String>,
     /// Network slot (address pool index); the platform gives each slot to one sandbox at a time.
     pub slot: u32,
+    /// Host id range (with user namespaces): from the engine's [`IdRanges`], one sandbox's
+    /// at a time. `None` in the records of a daemon from before ranges: range 0.
+    #[serde(default)]
+    pub id_range: Option<u32>,
     /// Snapshot layers stacked on the image's, lowest first (a restored or forked sandbox).
     #[serde(default)]
     pub layers: Vec<String>,
@@ -202,11 +214,10 @@ pub struct Sbxd {
     layers_dir: PathBuf,
     config: RuntimeConfig,
     shim_exe: PathBuf,
-    /// The user namespace mapping of sandboxes (None: `userNamespace = false`).
-    id_map: Option<IdMap>,
-    /// Where the idmapped view of the image layer store is mounted (on the first create).
-    layers_view: PathBuf,
-    layers_view_ready: tokio::sync::OnceCell<()>,
+    /// The host id ranges of sandboxes in use (with `userNamespace`).
+    id_ranges: IdRanges,
+    /// User namespaces of ranges, for idmapped views of the layer stores.
+    namespaces: Arc<idmap::Namespaces>,
     /// CRIU images of warm forks in progress (emptied at start-up).
     checkpoints: CheckpointStore,
     /// Whether CRIU can serve warm forks here, or why not (found out on first use).
@@ -281,23 +292,18 @@ impl Sbxd {
         mkdir_private(&sandboxes_dir)?;
         let layers_dir = data_dir.join("snapshot-layers");
         mkdir_private(&layers_dir)?;
+        layers::migrate_layers(&layers_dir, config.id_map_base)?;
         let shim_exe = std::env::current_exe()
             .map_err(|e| RuntimeError::io("find the sbx binary for the shim", e))?;
-        let id_map = if config.user_namespace {
-            if config.id_map_base == 0
-                || config.id_map_base.checked_add(idmap::ID_MAP_SIZE).is_none()
-            {
-                return Err(RuntimeError::Invalid(format!(
-                    "[runtime] idMapBase {} must be between 1 and {}",
-                    config.id_map_base,
-                    u32::MAX - idmap::ID_MAP_SIZE
-                )));
-            }
+        if config.user_namespace {
+            idmap::check_layout(config.id_map_base, config.id_map_ranges)
+                .map_err(RuntimeError::Invalid)?;
             open_path_for_sandbox_roots(data_dir, &sandboxes_dir)?;
-            Some(IdMap::new(config.id_map_base))
-        } else {
-            None
-        };
+        }
+        // A daemon from before per-sandbox ranges left this view mounted.
+        let old_view = data_dir.join("images-idmapped");
+        idmap::detach_view(&old_view);
+        let _ = std::fs::remove_dir(&old_view);
         let (memory, disk) = (
             data_dir.join("checkpoints"),
             data_dir.join("checkpoints.disk"),
@@ -319,9 +325,8 @@ impl Sbxd {
             pool: Pool::new(config.pool.clone(), pool_metrics),
             checkpoints,
             criu_check: tokio::sync::OnceCell::new(),
-            id_map,
-            layers_view: data_dir.join("images-idmapped"),
-            layers_view_ready: tokio::sync::OnceCell::new(),
+            id_ranges: IdRanges::new(config.id_map_ranges),
+            namespaces: Arc::new(idmap::Namespaces::default()),
             runc,
             images,
             network_config: network,
@@ -374,38 +379,139 @@ impl Sbxd {
         self.dir(id).join("exit.json")
     }
 
-    /// The image's layer dirs as the sandbox's lower dirs: through the idmapped view of the
-    /// store when sandboxes have a user namespace.
-    async fn image_lowers(&self, image: &Image) -> Result<Vec<PathBuf>, RuntimeError> {
-        let dirs = self.images.layer_dirs(image);
-        let Some(map) = self.id_map else {
-            return Ok(dirs);
-        };
-        let store = self.images.layers_root();
-        self.layers_view_ready
-            .get_or_try_init(|| {
-                let (store, view) = (store.clone(), self.layers_view.clone());
-                async move {
-                    tokio::task::spawn_blocking(move || idmap::mount_view(&store, &view, map))
-                        .await
-                        .map_err(|e| RuntimeError::Unavailable(e.to_string()))?
-                }
-            })
-            .await?;
-        Ok(dirs
-            .into_iter()
-            .map(|dir| match dir.strip_prefix(&store) {
-                Ok(rel) => self.layers_view.join(rel),
-                Err(_) => dir,
-            })
-            .collect())
+    /// The host id range allocator (with `userNamespace`; ranges are handed out by the
+    /// platform for sandboxes and by the pool for prepared containers).
+    pub fn id_ranges(&self) -> &IdRanges {
+        &self.id_ranges
     }
 
-    /// Unmounts what the engine mounted for all sandboxes (at daemon shutdown; running
-    /// sandboxes keep their own mounts).
-    pub fn shutdown(&self) {
-        if self.layers_view_ready.initialized() {
-            idmap::unmount_view(&self.layers_view);
+    /// A new id range for a sandbox (`None` without user namespaces).
+    pub fn allocate_id_range(&self) -> Result<Option<u32>, RuntimeError> {
+        if self.config.user_namespace {
+            self.id_ranges.allocate().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Counts the range of a sandbox found at start-up as in use, and gives its dir the
+    /// owners of [`provision::give_way_in`] (an older sbx gave it to the sandbox's root).
+    pub fn adopt_id_range(&self, spec: &SandboxSpec) {
+        let Some(map) = self.id_map(spec) else {
+            return;
+        };
+        self.id_ranges.adopt(spec.id_range.unwrap_or(0));
+        let (dir, etc) = (self.dir(&spec.id), self.dir(&spec.id).join("etc"));
+        let dirs: Vec<&Path> = [&dir, &etc]
+            .into_iter()
+            .filter(|d| d.is_dir())
+            .map(PathBuf::as_path)
+            .collect();
+        if let Err(e) = provision::give_way_in(&dirs, map) {
+            tracing::warn!(sandbox = %spec.id, error = %e, "the owners of a sandbox dir");
+        }
+    }
+
+    /// Gives back the range of a sandbox whose processes are dead and files removed.
+    pub fn release_id_range(&self, spec: &SandboxSpec) {
+        if self.config.user_namespace {
+            self.id_ranges.release(spec.id_range.unwrap_or(0));
+        }
+    }
+
+    /// The user namespace mapping of the sandbox `spec` (None: `userNamespace = false`).
+    pub fn id_map(&self, spec: &SandboxSpec) -> Option<IdMap> {
+        self.config
+            .user_namespace
+            .then(|| IdMap::of_range(self.config.id_map_base, spec.id_range.unwrap_or(0)))
+    }
+
+    /// What the root filesystem of the sandbox `spec` is made of: the image's layers, then
+    /// its snapshot layers (checked to exist), and the id mapping to see them through.
+    fn lowers(&self, spec: &SandboxSpec, image: &Image) -> Result<Lowers, RuntimeError> {
+        let mut snapshot_layers = Vec::new();
+        for layer in &spec.layers {
+            if !self.layer_dir(layer).is_dir() {
+                return Err(RuntimeError::Invalid(format!(
+                    "snapshot layer {layer} of this sandbox is missing"
+                )));
+            }
+            snapshot_layers.push(layer.clone());
+        }
+        Ok(Lowers {
+            image_layers: self.images.layer_dirs(image),
+            image_store: self.images.layers_root(),
+            snapshot_layers,
+            snapshot_store: self.layers_dir.clone(),
+            map: self.id_map(spec),
+            namespaces: self.namespaces.clone(),
+        })
+    }
+}
+
+/// The lower layers of a sandbox's root filesystem, and how it sees them.
+struct Lowers {
+    /// The image's layer dirs, lowest first (in `image_store`).
+    image_layers: Vec<PathBuf>,
+    image_store: PathBuf,
+    /// Snapshot layer ids, lowest first (in `snapshot_store`).
+    snapshot_layers: Vec<String>,
+    snapshot_store: PathBuf,
+    /// The sandbox's id mapping: the stores hold container ids, seen through views of them
+    /// for this mapping.
+    map: Option<IdMap>,
+    namespaces: Arc<idmap::Namespaces>,
+}
+
+impl Lowers {
+    /// Mounts `rootfs` over these layers. With a mapping, the stores are seen through
+    /// idmapped views mounted in a new dir under `<dir>/.views` for the time of the overlay
+    /// mount: the overlay holds its layers, so the views can go right after. Returns that
+    /// dir, for the caller to remove ([`idmap::remove_view_set`]) off the create's path;
+    /// views a crash left are removed first. No mount per sandbox is left but its overlay.
+    fn mount(
+        self,
+        dir: &Path,
+        rootfs: &RootFs,
+        owner: Option<(u32, u32)>,
+    ) -> Result<Option<PathBuf>, RuntimeError> {
+        let Some(map) = self.map else {
+            let mut lowers = self.image_layers;
+            lowers.extend(
+                self.snapshot_layers
+                    .iter()
+                    .map(|l| self.snapshot_store.join(l)),
+            );
+            return rootfs.mount(&lowers, owner).map(|()| None);
+        };
+        let all_views = dir.join(".views");
+        idmap::remove_view_sets(&all_views);
+        let set = all_views.join(format!("{:016x}", rand_u64()));
+        let views = [set.join("images"), set.join("layers")];
+        let mounted = (|| {
+            self.namespaces
+                .mount_view(&self.image_store, &views[0], map, false)?;
+            let mut lowers: Vec<PathBuf> = self
+                .image_layers
+                .iter()
+                .map(|layer| match layer.strip_prefix(&self.image_store) {
+                    Ok(rel) => views[0].join(rel),
+                    Err(_) => layer.clone(),
+                })
+                .collect();
+            if !self.snapshot_layers.is_empty() {
+                self.namespaces
+                    .mount_view(&self.snapshot_store, &views[1], map, false)?;
+                lowers.extend(self.snapshot_layers.iter().map(|l| views[1].join(l)));
+            }
+            rootfs.mount(&lowers, owner)
+        })();
+        match mounted {
+            Ok(()) => Ok(Some(set)),
+            Err(e) => {
+                idmap::remove_view_set(&set);
+                Err(e)
+            }
         }
     }
 }

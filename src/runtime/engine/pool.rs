@@ -111,9 +111,10 @@ impl Shape {
         })
     }
 
-    /// The spec of a container prepared in this shape under `id`: a placeholder name (the
-    /// claim sets the sandbox's), no slot and no egress (the claim plugs the network).
-    pub fn spec(&self, id: &str) -> SandboxSpec {
+    /// The spec of a container prepared in this shape under `id` in the host id range
+    /// `id_range`: a placeholder name (the claim sets the sandbox's), no slot and no egress
+    /// (the claim plugs the network).
+    pub fn spec(&self, id: &str, id_range: Option<u32>) -> SandboxSpec {
         SandboxSpec {
             id: id.to_string(),
             namespace: String::new(),
@@ -131,6 +132,7 @@ impl Shape {
             additional_gids: self.additional_gids.clone(),
             capabilities: self.capabilities.clone(),
             slot: u32::MAX,
+            id_range,
             layers: Vec::new(),
             entrypoint: self.entrypoint.clone(),
             cmd: self.cmd.clone(),
@@ -155,6 +157,9 @@ pub struct Prepared {
     /// The container init's host pid (0 while it is being prepared).
     #[serde(default)]
     pub pid: i32,
+    /// Its host id range (the claiming sandbox's from then on).
+    #[serde(default)]
+    pub id_range: Option<u32>,
 }
 
 impl Prepared {
@@ -295,6 +300,11 @@ impl Pool {
         drop(state);
         self.publish();
         self.wake.notify_one();
+    }
+
+    /// The host id range of the claimed entry `id` (the sandbox that claimed it takes it).
+    pub fn claimed_range(&self, id: &str) -> Option<u32> {
+        self.lock().claimed.get(id).and_then(|e| e.id_range)
     }
 
     /// The claimed entry of `id`, taken for its start.
@@ -460,7 +470,10 @@ impl Sbxd {
                 _ => None,
             };
             match intact {
-                Some(p) => adopted.push(p),
+                Some(p) => {
+                    self.adopt_id_range(&p.shape.spec(&p.id, p.id_range));
+                    adopted.push(p)
+                }
                 None => {
                     tracing::info!(prepared = %id, "removing a prepared sandbox left unfinished or no longer wanted");
                     if let Err(e) = self.teardown_id(&id, true).await {
@@ -482,8 +495,12 @@ impl Sbxd {
         }
         loop {
             for entry in self.pool.take_unwanted(Instant::now()) {
-                if let Err(e) = self.teardown_id(&entry.id, true).await {
-                    tracing::warn!(prepared = %entry.id, error = %e, "removing a prepared sandbox");
+                match self.teardown_id(&entry.id, true).await {
+                    // Its processes are dead and its files gone: its range is free.
+                    Ok(()) => self.release_id_range(&entry.shape.spec(&entry.id, entry.id_range)),
+                    Err(e) => {
+                        tracing::warn!(prepared = %entry.id, error = %e, "removing a prepared sandbox")
+                    }
                 }
                 self.pool.removed(&entry.id);
             }
@@ -494,16 +511,29 @@ impl Sbxd {
             }
             let new_id = || format!("{:010x}", rand_u64() & 0xff_ffff_ffff);
             match self.pool.next(Instant::now(), new_id) {
-                Some((shape, id)) => match self.prepare(&shape, &id).await {
-                    Ok(entry) => self.pool.add(entry),
-                    Err(e) => {
-                        tracing::warn!(prepared = %id, image = %shape.image, error = %e, "preparing a sandbox ahead of requests");
-                        if let Err(e) = self.teardown_id(&id, true).await {
-                            tracing::warn!(prepared = %id, error = %e, "removing a failed preparation");
+                Some((shape, id)) => {
+                    let id_range = match self.allocate_id_range() {
+                        Ok(range) => range,
+                        Err(e) => {
+                            tracing::warn!(prepared = %id, error = %e, "preparing a sandbox ahead of requests");
+                            self.pool.failed(&id);
+                            continue;
                         }
-                        self.pool.failed(&id);
+                    };
+                    match self.prepare(&shape, &id, id_range).await {
+                        Ok(entry) => self.pool.add(entry),
+                        Err(e) => {
+                            tracing::warn!(prepared = %id, image = %shape.image, error = %e, "preparing a sandbox ahead of requests");
+                            match self.teardown_id(&id, true).await {
+                                Ok(()) => self.release_id_range(&shape.spec(&id, id_range)),
+                                Err(e) => {
+                                    tracing::warn!(prepared = %id, error = %e, "removing a failed preparation")
+                                }
+                            }
+                            self.pool.failed(&id);
+                        }
                     }
-                },
+                }
                 None => {
                     tokio::select! {
                         _ = self.pool.wake.notified() => {}
@@ -516,8 +546,13 @@ impl Sbxd {
 
     /// Makes one prepared container of `shape` under `id`: marker, files, root filesystem,
     /// bundle and the runtime's create, with no network and a placeholder hostname.
-    async fn prepare(&self, shape: &Shape, id: &str) -> Result<Prepared, RuntimeError> {
-        let spec = shape.spec(id);
+    async fn prepare(
+        &self,
+        shape: &Shape,
+        id: &str,
+        id_range: Option<u32>,
+    ) -> Result<Prepared, RuntimeError> {
+        let spec = shape.spec(id, id_range);
         let image = self.images.ensure(&shape.image).await?;
         let network = self.network().await?;
         let mut prepared = Prepared {
@@ -525,6 +560,7 @@ impl Sbxd {
             shape: shape.clone(),
             image_digest: image.digest.clone(),
             pid: 0,
+            id_range,
         };
         let json =
             |p: &Prepared| serde_json::to_vec(p).map_err(|e| RuntimeError::Spec(e.to_string()));
@@ -576,7 +612,7 @@ mod tests {
             entrypoint: None,
             cmd: None,
         }
-        .spec("x");
+        .spec("x", None);
         spec.image = image.to_string();
         Shape::of(&spec).unwrap()
     }
@@ -587,6 +623,7 @@ mod tests {
             shape: shape.clone(),
             image_digest: "sha256:0".into(),
             pid: 1,
+            id_range: None,
         }
     }
 
@@ -682,7 +719,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_sandbox_has_no_shape() {
-        let mut spec = shape("a").spec("x");
+        let mut spec = shape("a").spec("x", None);
         spec.layers = vec!["l".into()];
         assert!(Shape::of(&spec).is_none());
     }

@@ -63,6 +63,9 @@ impl Sbxd {
             &mut phases,
         )
         .await?;
+        if let (Some(images), Some(map)) = (checkpoint, self.id_map(spec)) {
+            checkpoint::open_to_restored_task(images, map)?;
+        }
         // The host side of the network needs no process: it is made while the runtime
         // creates the container, and plugged into the container's namespace after.
         let (pid, attachment) = tokio::join!(
@@ -187,40 +190,29 @@ impl Sbxd {
         let etc = dir.join("etc");
         mkdir_private(&etc)?;
         let etc_files = write_etc_files(&etc, resolv_conf, address, &spec.name)?;
-        if let Some(map) = self.id_map {
-            // The runtime sets up mounts as the sandbox's root, an unprivileged host id: it
-            // needs its way into the sandbox dir (nobody else gets one).
-            let root = Some(nix::unistd::Uid::from_raw(map.host_id(0)));
-            let group = Some(nix::unistd::Gid::from_raw(map.host_id(0)));
-            for path in [&dir, &etc] {
-                nix::unistd::chown(path, root, group)
-                    .map_err(|e| RuntimeError::io("chown the sandbox dir", e.into()))?;
-            }
+        let id_map = self.id_map(spec);
+        if let Some(map) = id_map {
+            give_way_in(&[&dir, &etc], map)?;
         }
 
         let rootfs = RootFs::under(&dir);
-        let owner = match self.id_map {
+        let owner = match id_map {
             Some(map) => Some((map.host_id(spec.uid), map.host_id(spec.gid))),
             None => (spec.uid != 0).then_some((spec.uid, spec.gid)),
         };
-        let mut lowers = self.image_lowers(image).await?;
-        for layer in &spec.layers {
-            let dir = self.layer_dir(layer);
-            if !dir.is_dir() {
-                return Err(RuntimeError::Invalid(format!(
-                    "snapshot layer {layer} of this sandbox is missing"
-                )));
-            }
-            lowers.push(dir);
-        }
+        let lowers = self.lowers(spec, image)?;
         let mount_rootfs = {
-            let rootfs = rootfs.clone();
-            tokio::task::spawn_blocking(move || rootfs.mount(&lowers, owner))
+            let (rootfs, dir) = (rootfs.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || lowers.mount(&dir, &rootfs, owner))
         };
         phases.mark("prepare");
-        mount_rootfs
+        let views = mount_rootfs
             .await
             .map_err(|e| RuntimeError::Unavailable(e.to_string()))??;
+        if let Some(views) = views {
+            // The overlay holds its layers: the views go, without the create waiting.
+            tokio::task::spawn_blocking(move || idmap::remove_view_set(&views));
+        }
         phases.mark("rootfs");
 
         let capabilities = spec
@@ -246,7 +238,7 @@ impl Sbxd {
             cpu_millis: spec.cpu_millis,
             memory_bytes: spec.memory_bytes,
             netns: None,
-            id_map: self.id_map,
+            id_map,
             cgroups_path: cgroup::cgroups_path(&spec.id),
             etc_files,
         };
@@ -293,7 +285,7 @@ impl Sbxd {
         if let Some(images) = restore_from {
             cmd.arg("--restore-from").arg(images);
         }
-        if let Some(map) = self.id_map {
+        if let Some(map) = self.id_map(spec) {
             cmd.arg("--stdio-owner").arg(map.host_id(0).to_string());
         }
         if let (Some(_), Some(run)) = (restore_from, self.checkpoints.private_run()) {
@@ -348,6 +340,23 @@ impl Sbxd {
             ))),
         }
     }
+}
+
+/// With user namespaces the runtime sets up mounts as the sandbox's root, an unprivileged
+/// host id, which needs its way into the sandbox dir and its `etc` (the bind-mount sources).
+/// It gets search permission through the group (owner host root, group the sandbox's root,
+/// 0710) and nothing else: it cannot create, rename or replace anything in them, such as the
+/// `bundle/` and `config.json` the daemon hands to the runtime, or the writable layer's dir.
+pub(super) fn give_way_in(dirs: &[&Path], map: IdMap) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let group = Some(nix::unistd::Gid::from_raw(map.host_id(0)));
+    for dir in dirs {
+        nix::unistd::chown(*dir, Some(nix::unistd::Uid::from_raw(0)), group)
+            .map_err(|e| RuntimeError::io("chown the sandbox dir", e.into()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o710))
+            .map_err(|e| RuntimeError::io("chmod the sandbox dir", e))?;
+    }
+    Ok(())
 }
 
 /// Where a provisioning spent its time: each phase's duration, in order (for the debug log).

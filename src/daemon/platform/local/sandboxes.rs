@@ -186,6 +186,9 @@ impl LocalSandboxes {
             .values()
             .map(|r| r.spec.id.clone())
             .collect();
+        for record in manager.records.read().await.values() {
+            manager.sbxd.adopt_id_range(&record.spec);
+        }
         manager.sbxd.adopt_pool(&ids).await;
         manager.reconcile().await;
         tokio::spawn(manager.clone().eviction_loop());
@@ -351,6 +354,7 @@ impl LocalSandboxes {
                     additional_gids: new.additional_gids,
                     capabilities: new.capabilities,
                     slot,
+                    id_range: None,
                     layers,
                     entrypoint: new.entrypoint,
                     cmd: new.cmd,
@@ -379,8 +383,15 @@ impl LocalSandboxes {
                 }
                 _ => None,
             };
-            if let Some(id) = &claimed {
-                record.spec.id = id.clone();
+            // The host id range: the prepared container's, or a new one.
+            match &claimed {
+                Some(id) => {
+                    record.spec.id_range = self.sbxd.pool().claimed_range(id);
+                    record.spec.id = id.clone();
+                }
+                None => {
+                    record.spec.id_range = self.sbxd.allocate_id_range().map_err(runtime_error)?
+                }
             }
             self.touch(&record.spec.id);
             let row = record.clone();
@@ -409,8 +420,9 @@ impl LocalSandboxes {
                 })
                 .await;
             if let Err(e) = stored {
-                if let Some(id) = &claimed {
-                    self.sbxd.pool().unclaim(id);
+                match &claimed {
+                    Some(id) => self.sbxd.pool().unclaim(id),
+                    None => self.sbxd.release_id_range(&record.spec),
                 }
                 return Err(e);
             }
@@ -454,6 +466,9 @@ impl LocalSandboxes {
             .teardown_except_network(&spec, true)
             .await
             .map_err(runtime_error)?;
+        // Its processes are dead and its files removed (snapshot layers hold container ids):
+        // nothing on the host is owned by its id range any more.
+        self.sbxd.release_id_range(&spec);
         self.retiring
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -534,7 +549,6 @@ impl LocalSandboxes {
                 "some networks of deleted sandboxes are left for the next start to remove"
             );
         }
-        self.sbxd.shutdown();
     }
 
     /// Changes whenever a record changes.
