@@ -66,7 +66,9 @@ fn the_runtime_is_its_own_room() {
 
 #[test]
 fn the_agent_is_its_own_room() {
-    // It hosts the platform seam's sandbox manager; the daemon's HTTP side is not its business.
+    // It hosts the platform seam's sandbox manager; the daemon's HTTP side is not its business,
+    // except the listener: the connection handling that bounds slow clients and completes TLS
+    // before a request is read, which the agent's server needs as much as the API's.
     let found = offences(
         "src/agent",
         &[
@@ -82,9 +84,10 @@ fn the_agent_is_its_own_room() {
     for path in sources("src/agent") {
         let text = std::fs::read_to_string(&path).expect("read a source file");
         for (n, line) in text.lines().enumerate() {
-            let beside = line
-                .match_indices("crate::daemon")
-                .any(|(at, _)| !line[at..].starts_with("crate::daemon::platform"));
+            let beside = line.match_indices("crate::daemon").any(|(at, _)| {
+                !line[at..].starts_with("crate::daemon::platform")
+                    && !line[at..].starts_with("crate::daemon::listener")
+            });
             assert!(!beside, "{}:{}: {line}", path.display(), n + 1);
         }
     }
