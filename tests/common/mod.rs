@@ -467,6 +467,43 @@ async fn service_account_kubeconfig() -> String {
     service_account_kubeconfig_of("sbx-system", "sbx").await
 }
 
+/// Grants the daemon's ServiceAccount in `namespace` what `deploy/rbac.yaml` grants it in the
+/// agents' namespace `sbx-agent` (its Role and RoleBinding there, copied), for a test that
+/// runs its agents in a namespace of its own (`[kubernetes] agentNamespace`).
+pub async fn grant_agents_role_in(namespace: &str) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    use serde::Deserialize;
+
+    let client = cluster().await;
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml"))
+            .unwrap();
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let mut object = DynamicObject::deserialize(document).unwrap();
+        let types = object.types.clone().expect("apiVersion and kind");
+        if object.metadata.namespace.as_deref() != Some("sbx-agent")
+            || !["Role", "RoleBinding"].contains(&types.kind.as_str())
+        {
+            continue;
+        }
+        object.metadata.namespace = Some(namespace.to_string());
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            &types.kind,
+        ));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        let name = object.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("sbx-tests").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 /// Applies the objects of `deploy/<file>` (server-side apply, as `kubectl apply` would),
 /// except those of the kinds in `skip`.
 pub async fn apply_deploy_file(file: &str, skip: &[&str]) {

@@ -315,7 +315,7 @@ async fn a_tenants_deny_list_joins_its_sandboxes_policies_and_follows_its_change
     assert_eq!(
         rewritten["egress"][0]["to"],
         json!([
-            {"ipBlock": {"cidr": "8.8.8.128/25"}},
+            {"ipBlock": {"cidr": "8.8.8.0/24", "except": ["8.8.8.0/25"]}},
             {"ipBlock": {"cidr": "203.0.113.0/24"}},
         ]),
         "{rewritten}"

@@ -242,6 +242,8 @@ async fn the_service_calls_agents_over_tls_only() {
         )
         .await
         .unwrap();
+    // What deploy/rbac.yaml grants in `sbx-agent`, in this test's agents' namespace.
+    common::grant_agents_role_in(TLS_NS).await;
     let token = common::service_account_token(TLS_NS, "caller", &["sbx-agent"]).await;
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");

@@ -293,7 +293,7 @@ async fn a_dead_holders_tenant_is_checked_where_its_creates_arrive() {
         M::POST,
         "/api/v1/tenants",
         Some(
-            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 5}}}),
+            json!({"name": "deadq", "spec": {"namespaces": ["dq-ns"], "quotas": {"sandboxes": 3}}}),
         ),
     )
     .await;
@@ -438,6 +438,8 @@ async fn passed_requests_go_over_internal_tls() {
         )
         .await
         .unwrap();
+    // What deploy/rbac.yaml grants in `sbx-agent`, in this test's agents' namespace.
+    common::grant_agents_role_in(AGENTS).await;
     let config = format!(
         "[kubernetes]\ninternalTls = true\ninternalListen = \"127.0.0.1:0\"\nagentNamespace = \"{AGENTS}\"\n"
     );
