@@ -2,6 +2,11 @@
 //! is frozen, layers merged (flattened) and removed.
 use super::*;
 
+/// Where, in a sandbox's dir, a snapshot mounts the view of its writable layer that shifts
+/// the sandbox's ids back to container ids (detached when the copy is done, or at the next
+/// start after a crash).
+pub(super) const UPPER_VIEW: &str = ".view-upper";
+
 impl Sbxd {
     /// Freezes the sandbox (unless it is paused already), flushes its writable layer to disk,
     /// copies it into a new read-only snapshot layer and thaws it again: a consistent copy of
@@ -51,7 +56,7 @@ impl Sbxd {
         // the files are inside, whatever range a restore or fork of it gets.
         let copied = {
             let (upper, tmp) = (upper.clone(), tmp.clone());
-            let view = self.dir(&spec.id).join(".view-upper");
+            let view = self.dir(&spec.id).join(UPPER_VIEW);
             let (map, namespaces) = (self.id_map(spec), self.namespaces.clone());
             tokio::task::spawn_blocking(move || {
                 let Some(map) = map else {

@@ -304,6 +304,16 @@ impl Sbxd {
         let old_view = data_dir.join("images-idmapped");
         idmap::detach_view(&old_view);
         let _ = std::fs::remove_dir(&old_view);
+        // A snapshot the daemon was killed in left its view of the writable layer mounted.
+        for sandbox in std::fs::read_dir(&sandboxes_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let view = sandbox.path().join(layers::UPPER_VIEW);
+            idmap::detach_view(&view);
+            let _ = std::fs::remove_dir(&view);
+        }
         let (memory, disk) = (
             data_dir.join("checkpoints"),
             data_dir.join("checkpoints.disk"),
