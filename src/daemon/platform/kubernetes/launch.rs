@@ -183,7 +183,7 @@ impl KubernetesPlatform {
             };
             let policy = self.apply_in(
                 namespace,
-                sandboxes::egress_policy_object(
+                super::objects::network::egress_policy_object(
                     namespace,
                     name,
                     &egress,

@@ -33,7 +33,7 @@ impl KubernetesPlatform {
                     .metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get(sandboxes::TENANT_DENY_ANNOTATION))
+                    .and_then(|a| a.get(network::TENANT_DENY_ANNOTATION))
                     .cloned()
                     .unwrap_or_default();
                 Some((
@@ -118,8 +118,7 @@ impl KubernetesPlatform {
             if d.metadata.deletion_timestamp.is_some()
                 || created.is_none_or(|at| now - at < CREATE_GRACE_SECONDS)
                 || written.is_some_and(|w| {
-                    unreadable.contains(namespace.as_str())
-                        || *w == sandboxes::tenant_deny_text(deny)
+                    unreadable.contains(namespace.as_str()) || *w == network::tenant_deny_text(deny)
                 })
             {
                 continue;
@@ -153,7 +152,7 @@ impl KubernetesPlatform {
         let template = SandboxTemplate::recorded(&fresh).map_err(PlatformError::Store)?;
         let egress =
             Egress::from_whitelist(template.egress.as_deref()).map_err(PlatformError::Invalid)?;
-        let policy = sandboxes::egress_policy_object(
+        let policy = network::egress_policy_object(
             namespace,
             name,
             &egress,

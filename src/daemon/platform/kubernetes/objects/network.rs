@@ -4,7 +4,7 @@
 //! sandbox gets nothing but what its own policy allows.
 use serde_json::{Value, json};
 
-use super::names::{MANAGED_LABEL, TENANT_LABEL};
+use super::names::{MANAGED_LABEL, SANDBOX_LABEL, TENANT_LABEL};
 use crate::shared::egress::{Egress, Ipv4Net, normalize};
 
 /// Name of the default-deny NetworkPolicy of every tenant namespace.
@@ -84,6 +84,49 @@ pub fn egress_rules(egress: &Egress, deny: &[Ipv4Net]) -> Vec<Value> {
     }
     rules.push(dns_rule());
     rules
+}
+
+/// Annotation of a sandbox's NetworkPolicy: its tenant's `egressDeny` when it was written,
+/// so that the leader rewrites the policy when the tenant's list changes.
+pub const TENANT_DENY_ANNOTATION: &str = "sbx.io/tenant-egress-deny";
+
+/// The value of [`TENANT_DENY_ANNOTATION`] for a tenant's deny list.
+pub fn tenant_deny_text(tenant_deny: &[Ipv4Net]) -> String {
+    tenant_deny
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A sandbox's own NetworkPolicy (DESIGN §4): no ingress; egress as its allow-list says
+/// (`[]`: nothing; a list: those networks; no list: the internet), minus `deny` (the pod,
+/// Service and node ranges of the cluster, RFC 1918 and link-local by default) and
+/// `tenant_deny` (its tenant's `egressDeny`), plus DNS to the cluster's resolver unless `[]`.
+/// Named `<sandbox>-egress` for the objects made before it also denied ingress.
+pub fn egress_policy_object(
+    namespace: &str,
+    sandbox: &str,
+    egress: &Egress,
+    deny: &[Ipv4Net],
+    tenant_deny: &[Ipv4Net],
+) -> Value {
+    let deny = crate::shared::egress::normalize(deny.iter().chain(tenant_deny).copied().collect());
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": super::sandboxes::egress_policy(sandbox),
+            "namespace": namespace,
+            "labels": super::sandboxes::labels(sandbox),
+            "annotations": {TENANT_DENY_ANNOTATION: tenant_deny_text(tenant_deny)},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {SANDBOX_LABEL: sandbox}},
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": egress_rules(egress, &deny),
+        },
+    })
 }
 
 #[cfg(test)]
