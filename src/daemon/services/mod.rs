@@ -12,4 +12,5 @@ pub mod process;
 pub mod quotas;
 pub mod sandboxes;
 pub mod snapshots;
+pub mod tenant_policy;
 pub mod tenants;
